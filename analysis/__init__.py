@@ -1,0 +1,1 @@
+"""Analysis: the checker, cross-run trends and HTML reports."""

@@ -1,0 +1,37 @@
+"""Root pytest configuration: shared fixtures and the figures printed at the end of a run."""
+
+from __future__ import annotations
+
+import pytest
+
+FIGURES_KEY = pytest.StashKey[list[str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[FIGURES_KEY] = []
+
+
+@pytest.fixture
+def report_figure(request: pytest.FixtureRequest):
+    """Record a measured figure (e.g. cluster start-up time) to print in the terminal summary."""
+
+    def record(text: str) -> None:
+        request.config.stash[FIGURES_KEY].append(f"{request.node.name}: {text}")
+
+    return record
+
+
+@pytest.fixture(scope="session")
+def prepared():
+    """Docker engine, base image and Kafka jars, prepared once per session (idempotent)."""
+    from harness.bootstrap import prepare
+
+    return prepare()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    figures = config.stash.get(FIGURES_KEY, [])
+    if figures:
+        terminalreporter.section("measured figures")
+        for line in figures:
+            terminalreporter.write_line(line)

@@ -1,0 +1,1 @@
+"""Cluster lifecycle, run orchestration and history for the Kafka chaos harness."""

@@ -1,0 +1,45 @@
+"""One idempotent entry point that prepares a machine: engine, base image, Kafka jars.
+
+Both README commands call it first (through ./chaos). Each step returns at
+once when its result already exists, so a warm machine pays ~1 s.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+
+from harness.base_image import ensure_base_image
+from harness.docker_engine import apt_install, ensure_docker_engine
+from harness.kafka_jars import KafkaDistribution, ensure_kafka_jars
+from harness.settings import kafka_version
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    image: str
+    kafka: KafkaDistribution
+    seconds: dict[str, float]
+
+
+def prepare(version: str | None = None) -> Prepared:
+    """Make Docker answer, make the base image exist, resolve Kafka's jars; report how long each took."""
+    seconds: dict[str, float] = {}
+    start = time.monotonic()
+    if shutil.which("java") is None:  # PySpark's driver and Maven need a JVM on the host
+        apt_install(["openjdk-17-jre-headless"], "the host JVM for Spark and Maven")
+    ensure_docker_engine()
+    seconds["docker_engine"] = time.monotonic() - start
+
+    start = time.monotonic()
+    image = ensure_base_image()
+    seconds["base_image"] = time.monotonic() - start
+
+    start = time.monotonic()
+    kafka = ensure_kafka_jars(kafka_version(version))
+    seconds["kafka_jars"] = time.monotonic() - start
+    return Prepared(image=image, kafka=kafka, seconds=seconds)

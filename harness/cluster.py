@@ -1,0 +1,331 @@
+"""`KafkaCluster`: a real multi-node Kafka cluster in containers, owned by a context manager.
+
+    with KafkaCluster(brokers=3) as cluster:
+        cluster.create_topic("events", partitions=6, replication_factor=3,
+                             config={"min.insync.replicas": "2"})
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers()})
+
+KRaft combined mode (every node broker+controller) by default, or a separate
+controller quorum with `with_separate_controllers(n)`. Every container and
+network carries the run-id label; teardown removes them also on exceptions
+and Ctrl-C, and `python -m harness cleanup` removes what a killed run left.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import secrets
+import shutil
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Self
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+from testcontainers.core.config import testcontainers_config
+from testcontainers.core.network import Network
+
+from harness.bootstrap import prepare
+from harness.broker_config import NODE_DIR, NodeSpec, log4j1_properties, log4j2_properties, server_properties
+from harness.errors import ClusterError
+from harness.kafka_jars import KafkaDistribution
+from harness.node import KafkaNodeContainer, Node, network_address, start_script
+from harness.quorum import read_active_controller
+from harness.settings import RUN_LABEL
+
+log = logging.getLogger(__name__)
+
+# Ryuk (testcontainers' reaper) is an image we cannot pull; `cleanup` does its job.
+testcontainers_config.ryuk_disabled = True
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def new_cluster_id() -> str:
+    """A Kafka cluster id: a random UUID in unpadded URL-safe base64 (22 characters)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class KafkaCluster:
+    """A Kafka cluster of `brokers` nodes; see the module docstring."""
+
+    def __init__(
+        self,
+        brokers: int = 3,
+        kafka_version: str | None = None,
+        broker_config: dict[str, Any] | None = None,
+        *,
+        controllers: int = 0,
+        run_id: str | None = None,
+        work_dir: Path | str | None = None,
+        ready_timeout_s: float = 120.0,
+    ) -> None:
+        if not isinstance(brokers, int) or isinstance(brokers, bool) or not 1 <= brokers <= 9:
+            raise ClusterError(f"brokers={brokers!r}: a cluster needs between 1 and 9 brokers.", hint="use brokers=3 for replication tests")
+        if not isinstance(controllers, int) or controllers < 0 or controllers > 5:
+            raise ClusterError(f"controllers={controllers!r}: use 0 (combined mode) or 1 to 5 separate controllers.")
+        self.broker_count = brokers
+        self.controller_count = controllers
+        self.kafka_version = kafka_version
+        self.broker_config: dict[str, Any] = dict(broker_config or {})
+        self.run_id = run_id or new_run_id()
+        self.ready_timeout_s = ready_timeout_s
+        self._work_dir = Path(work_dir) if work_dir else None
+        self._owns_work_dir = work_dir is None
+        self.brokers: list[Node] = []
+        self.controllers: list[Node] = []
+        self.network: Network | None = None
+        self.distribution: KafkaDistribution | None = None
+        self.cluster_id = new_cluster_id()
+        self.timings: dict[str, float] = {}
+        self._admin: AdminClient | None = None
+
+    # --- fluent configuration -------------------------------------------------
+    def with_broker_config(self, **props: Any) -> Self:
+        self.broker_config.update({k.replace("_", "."): v for k, v in props.items()})
+        return self
+
+    def with_separate_controllers(self, count: int = 3) -> Self:
+        self.controller_count = count
+        return self
+
+    def with_work_dir(self, path: Path | str) -> Self:
+        self._work_dir, self._owns_work_dir = Path(path), False
+        return self
+
+    # --- lifecycle ------------------------------------------------------------
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def work_dir(self) -> Path:
+        assert self._work_dir is not None, "the cluster has not been started"
+        return self._work_dir
+
+    @property
+    def nodes(self) -> list[Node]:
+        """Every node, brokers first; in combined mode brokers are the controllers."""
+        return self.brokers + [c for c in self.controllers if c not in self.brokers]
+
+    def start(self) -> Self:
+        began = time.monotonic()
+        prepared = prepare(self.kafka_version)
+        self.distribution = prepared.kafka
+        if not self.distribution.supports_kraft:
+            raise ClusterError(
+                f"Kafka {self.distribution.version} predates KRaft and needs ZooKeeper, which this cluster does not start yet.",
+                hint="use Kafka 3.3 or newer",
+            )
+        self.timings["prepare_s"] = time.monotonic() - began
+        try:
+            self._create_nodes(prepared.image)
+            self._start_processes()
+            self._wait_ready(began)
+        except BaseException:
+            self.stop()
+            raise
+        self.timings["ready_s"] = time.monotonic() - began
+        log.info("cluster %s ready in %.1f s: %s", self.run_id, self.timings["ready_s"], self.bootstrap_servers())
+        return self
+
+    def _node_specs(self) -> tuple[list[NodeSpec], list[NodeSpec]]:
+        if self.controller_count == 0:
+            brokers = [NodeSpec(i, f"kafka-{i}", ("broker", "controller")) for i in range(1, self.broker_count + 1)]
+            return brokers, brokers
+        brokers = [NodeSpec(i, f"kafka-{i}", ("broker",)) for i in range(1, self.broker_count + 1)]
+        controllers = [NodeSpec(100 + i, f"controller-{i}", ("controller",)) for i in range(1, self.controller_count + 1)]
+        return brokers, controllers
+
+    def _create_nodes(self, image: str) -> None:
+        if self._work_dir is None:
+            self._work_dir = Path(tempfile.mkdtemp(prefix=f"kafka-harness-{self.run_id}-"))
+        self.network = Network(docker_network_kw={"labels": {RUN_LABEL: self.run_id}})
+        self.network.name = f"kh-{self.run_id}"
+        self.network.create()
+        broker_specs, controller_specs = self._node_specs()
+        all_specs = broker_specs + [c for c in controller_specs if c not in broker_specs]
+        assert self.distribution is not None
+        for spec in all_specs:
+            node_dir = self.work_dir / "brokers" / str(spec.node_id)
+            (node_dir / "conf").mkdir(parents=True, exist_ok=True)
+            (node_dir / "clock").mkdir(exist_ok=True)
+            container = (
+                KafkaNodeContainer(image)
+                .with_node(spec, self.run_id)
+                .with_kafka_libs(self.distribution.libs)
+                .with_node_dir(node_dir)
+                .with_network(self.network)
+            )
+            node = Node(spec=spec, container=container, node_dir=node_dir)
+            # Registered before start so that teardown finds it even if start fails halfway.
+            (self.brokers if spec.is_broker else self.controllers).append(node)
+            if spec.is_controller and spec.is_broker:
+                self.controllers.append(node)
+            container.start()
+            if spec.is_broker:
+                node.host_port = int(container.get_exposed_port(19092))
+            node.address = network_address(container, self.network)
+            self._write_node_files(node, broker_specs, controller_specs)
+
+    def _write_node_files(self, node: Node, broker_specs: list[NodeSpec], controller_specs: list[NodeSpec]) -> None:
+        assert self.distribution is not None
+        conf = node.node_dir / "conf"
+        props = server_properties(
+            node.spec,
+            controllers=controller_specs,
+            broker_count=len(broker_specs),
+            host_port=node.host_port,
+            overrides=self.broker_config if node.spec.is_broker else None,
+        )
+        (conf / "server.properties").write_text(props)
+        if self.distribution.logging == "log4j2":
+            (conf / "log4j2.properties").write_text(log4j2_properties())
+            log_opt = f"-Dlog4j2.configurationFile={conf_path(node, 'log4j2.properties')}"
+        else:
+            (conf / "log4j.properties").write_text(log4j1_properties())
+            log_opt = f"-Dlog4j.configuration=file:{conf_path(node, 'log4j.properties')}"
+        script = node.node_dir / "start.sh"
+        script.write_text(start_script(log_opt))
+        script.chmod(0o755)
+        node.clock_offset_path.write_text("+0\n")
+
+    def _start_processes(self) -> None:
+        with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
+            list(pool.map(lambda n: n.start_process(format_cluster_id=self.cluster_id), self.nodes))
+
+    def _wait_ready(self, began: float) -> None:
+        """Ready: every node's JVM runs and a metadata request from the host lists every broker."""
+        deadline = began + self.ready_timeout_s
+        seen: set[int] = set()
+        while time.monotonic() < deadline:
+            for node in self.nodes:
+                if node.pid() is None:
+                    raise ClusterError(
+                        f"node {node.node_id} ({node.hostname}) exited during start-up.",
+                        hint="the log below usually names the rejected setting",
+                        details=node.log_tail(),
+                    )
+            try:
+                seen = set(self.admin().list_topics(timeout=2).brokers)
+                if len(seen) == self.broker_count:
+                    return
+            except KafkaException:
+                pass
+            time.sleep(0.5)
+        raise ClusterError(
+            f"cluster not ready after {self.ready_timeout_s:.0f} s: brokers {sorted(seen)} of {self.broker_count} registered.",
+            hint="a slow or overloaded machine may need a larger ready_timeout_s; broker logs below",
+            details="\n".join(n.log_tail(15) for n in self.nodes),
+        )
+
+    def stop(self) -> None:
+        """Remove every container and the network; idempotent. Node logs stay in work_dir unless it was temporary."""
+        began = time.monotonic()
+        self._admin = None
+        failures: list[str] = []
+
+        def remove(node: Node) -> None:
+            try:
+                node.container.stop(force=True)
+            except Exception as exc:  # keep removing the others
+                failures.append(f"{node.hostname}: {exc}")
+
+        nodes = self.nodes
+        if nodes:
+            with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+                list(pool.map(remove, nodes))
+        self.brokers, self.controllers = [], []
+        if self.network is not None and self.network._network is not None:
+            try:
+                self.network.remove()
+            except Exception as exc:
+                failures.append(f"network {self.network.name}: {exc}")
+        self.network = None
+        if self._owns_work_dir and self._work_dir is not None:
+            shutil.rmtree(self._work_dir, ignore_errors=True)
+        self.timings["teardown_s"] = time.monotonic() - began
+        if failures:
+            raise ClusterError(
+                f"teardown of run {self.run_id} left resources behind: {'; '.join(failures)}",
+                hint=f"run `python -m harness cleanup --run-id {self.run_id}`",
+            )
+
+    # --- queries --------------------------------------------------------------
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{b.host_port}" for b in self.brokers)
+
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(
+                {"bootstrap.servers": self.bootstrap_servers(), "logger": logging.getLogger("librdkafka.admin")}
+            )
+        return self._admin
+
+    def node(self, node_id: int) -> Node:
+        for node in self.nodes:
+            if node.node_id == node_id:
+                return node
+        raise ClusterError(f"no node {node_id} in this cluster (nodes: {[n.node_id for n in self.nodes]})")
+
+    def leader_of(self, topic: str, partition: int) -> Node | None:
+        """The broker that leads `topic`/`partition` now, or None while it has no leader."""
+        metadata = self.admin().list_topics(topic, timeout=10)
+        meta = metadata.topics.get(topic)
+        if meta is None or meta.error is not None:
+            raise ClusterError(f"topic {topic!r} is unknown to the cluster: {meta.error if meta else 'absent'}")
+        if partition not in meta.partitions:
+            raise ClusterError(f"topic {topic!r} has no partition {partition} (it has {len(meta.partitions)})")
+        leader = meta.partitions[partition].leader
+        return self.node(leader) if leader >= 0 else None
+
+    def partition_state(self, topic: str) -> dict[int, dict[str, Any]]:
+        """Per partition: leader id, replica ids and in-sync replica ids, as the cluster reports them."""
+        meta = self.admin().list_topics(topic, timeout=10).topics[topic]
+        return {
+            p.id: {"leader": p.leader, "replicas": list(p.replicas), "isr": list(p.isrs)} for p in meta.partitions.values()
+        }
+
+    def active_controller(self) -> Node | None:
+        """The KRaft quorum leader, read from the controllers' own quorum state; None during an election."""
+        leader_id = read_active_controller(self.controllers)
+        return self.node(leader_id) if leader_id is not None else None
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 3,
+        config: dict[str, Any] | None = None,
+        timeout_s: float = 60.0,
+    ) -> None:
+        """Create a topic and wait until every partition has a leader."""
+        if replication_factor > self.broker_count:
+            raise ClusterError(
+                f"replication_factor={replication_factor} exceeds the {self.broker_count} brokers of this cluster.",
+                hint="lower the replication factor or start more brokers",
+            )
+        new = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config={k: str(v) for k, v in (config or {}).items()})
+        try:
+            self.admin().create_topics([new], operation_timeout=timeout_s)[name].result(timeout=timeout_s)
+        except KafkaException as exc:
+            raise ClusterError(f"Kafka refused to create topic {name!r}: {exc.args[0].str()}") from exc
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            state = self.partition_state(name) if name in self.admin().list_topics(timeout=5).topics else {}
+            if len(state) == partitions and all(p["leader"] >= 0 for p in state.values()):
+                return
+            time.sleep(0.2)
+        raise ClusterError(f"topic {name!r} was created but not every partition had a leader within {timeout_s:.0f} s")
+
+
+def conf_path(node: Node, name: str) -> str:
+    return f"{NODE_DIR}/conf/{name}"

@@ -1,0 +1,185 @@
+"""One Kafka node: a long-lived container and the Kafka JVM inside it.
+
+The container's PID 1 is tini running `sleep infinity`; the JVM is started
+by `docker exec` of a small script, detached, and adopted by tini. So a
+fault injector can SIGKILL, SIGSTOP or restart the JVM by its PID while the
+container, its address and its data directory stay. The JVM is started
+under libfaketime reading `clock/offset` (default "+0"), with the monotonic
+clock left alone, so its wall clock can be shifted later. libfaketime's
+"monotonic fix" for old glibc is forced off: with it on, the JVM's timed
+condition waits return early and every thread spins (100 % system CPU, no
+KRaft election).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from testcontainers.core.container import DockerContainer
+from testcontainers.core.network import Network
+
+from harness.broker_config import EXTERNAL_PORT, KAFKA_LIBS, NODE_DIR, NodeSpec
+from harness.errors import ClusterError
+from harness.settings import RUN_LABEL
+
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+DEFAULT_HEAP = "-Xms256m -Xmx1g"
+
+START_SCRIPT = """#!/bin/sh
+# Start this node's Kafka JVM detached from `docker exec`: tini (PID 1) adopts it,
+# and its PID goes to kafka.pid. With --format CLUSTER_ID, format storage first.
+set -eu
+cd {node_dir}
+if [ -s kafka.pid ] && kill -0 "$(cat kafka.pid)" 2>/dev/null; then cat kafka.pid; exit 0; fi
+if [ "${{1:-}}" = "--format" ]; then
+  java -cp '{libs}/*' {log_opt} kafka.tools.StorageTool format --ignore-formatted -t "$2" -c conf/server.properties > format.log 2>&1 || {{ cat format.log; exit 3; }}
+fi
+echo "--- start $(date -u +%FT%TZ)" >> stdout.log
+LD_PRELOAD={faketime} FAKETIME_TIMESTAMP_FILE={node_dir}/clock/offset FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0 FAKETIME_CACHE_DURATION=1 \\
+  nohup java {jvm_opts} {log_opt} -cp '{libs}/*' kafka.Kafka conf/server.properties >> stdout.log 2>&1 < /dev/null &
+echo $! > kafka.pid
+cat kafka.pid
+"""
+
+
+def start_script(log_opt: str, heap: str = DEFAULT_HEAP) -> str:
+    jvm_opts = f"{heap} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true -Dkafka.logs.dir={NODE_DIR}"
+    return START_SCRIPT.format(node_dir=NODE_DIR, libs=KAFKA_LIBS, log_opt=log_opt, faketime=FAKETIME_LIB, jvm_opts=jvm_opts)
+
+
+class KafkaNodeContainer(DockerContainer):
+    """A testcontainers container that hosts one Kafka process (not as PID 1)."""
+
+    def __init__(self, image: str) -> None:
+        super().__init__(image)
+        self.with_command(["tini", "--", "sleep", "infinity"])
+        self._labels: dict[str, str] = {}
+        self._extra: dict[str, object] = {"cap_add": ["NET_ADMIN"]}  # iptables for partitions; never privileged
+
+    def with_node(self, spec: NodeSpec, run_id: str) -> "KafkaNodeContainer":
+        self.with_name(f"kh-{run_id}-{spec.hostname}")
+        self.with_network_aliases(spec.hostname)
+        self._extra["hostname"] = spec.hostname
+        self._labels.update({RUN_LABEL: run_id, "io.kafka-harness.node-id": str(spec.node_id)})
+        if spec.is_broker:
+            self.ports[f"{EXTERNAL_PORT}/tcp"] = ("127.0.0.1",)  # loopback only, random host port
+        return self
+
+    def with_kafka_libs(self, libs: Path) -> "KafkaNodeContainer":
+        return self.with_volume_mapping(str(libs), KAFKA_LIBS, "ro")
+
+    def with_node_dir(self, node_dir: Path) -> "KafkaNodeContainer":
+        return self.with_volume_mapping(str(node_dir), NODE_DIR, "rw")
+
+    def start(self) -> "KafkaNodeContainer":
+        self.with_kwargs(labels=self._labels, **self._extra)
+        super().start()
+        return self
+
+
+@dataclass
+class Node:
+    """A started node: its identity, container, host port (brokers) and cluster-network address."""
+
+    spec: NodeSpec
+    container: KafkaNodeContainer
+    node_dir: Path
+    host_port: int | None = None
+    address: str = ""
+    format_cluster_id: str | None = field(default=None, repr=False)
+
+    @property
+    def node_id(self) -> int:
+        return self.spec.node_id
+
+    @property
+    def hostname(self) -> str:
+        return self.spec.hostname
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return self.spec.roles
+
+    @property
+    def log_path(self) -> Path:
+        return self.node_dir / "server.log"
+
+    @property
+    def clock_offset_path(self) -> Path:
+        return self.node_dir / "clock" / "offset"
+
+    def exec(self, command: str) -> tuple[int, str]:
+        """Run `sh -c command` in the container; return (exit code, combined output)."""
+        result = self.container.get_wrapped_container().exec_run(["sh", "-c", command])
+        return result.exit_code, result.output.decode(errors="replace")
+
+    def start_process(self, format_cluster_id: str | None = None) -> int:
+        """Start the Kafka JVM (a no-op if it runs); format storage first when given a cluster id."""
+        args = f" --format {format_cluster_id}" if format_cluster_id else ""
+        code, out = self.exec(f"{NODE_DIR}/start.sh{args}")
+        if code != 0:
+            raise ClusterError(
+                f"node {self.node_id} ({self.hostname}) could not start Kafka: {first_error_line(out)}",
+                hint="Kafka rejected its configuration or storage; see the output below",
+                details=out[-3000:],
+            )
+        return int(out.strip().splitlines()[-1])
+
+    def pid(self) -> int | None:
+        """The PID of the running Kafka JVM inside the container, or None if it is not running."""
+        pid_file = self.node_dir / "kafka.pid"
+        if not pid_file.exists() or not pid_file.read_text().strip():
+            return None
+        pid = int(pid_file.read_text().strip())
+        code, out = self.exec(f"ps -o stat= -p {pid}")
+        state = out.strip()
+        return pid if code == 0 and state and not state.startswith("Z") else None
+
+    def send_signal(self, sig: int) -> int | None:
+        """Send `sig` to the Kafka JVM; return the PID signalled, or None if it was not running."""
+        pid = self.pid()
+        if pid is not None:
+            self.exec(f"kill -{int(sig)} {pid}")
+        return pid
+
+    def kill_process(self, wait_s: float = 10.0) -> int | None:
+        """SIGKILL the JVM and wait until it is gone; the container and data directory stay."""
+        pid = self.send_signal(signal.SIGKILL)
+        deadline = time.monotonic() + wait_s
+        while pid is not None and self.pid() is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return pid
+
+    def set_clock_offset(self, offset: str) -> None:
+        """Write a libfaketime offset such as "+0", "+90s" or "-5m"; the JVM reads it within ~1 s."""
+        tmp = self.clock_offset_path.with_suffix(".tmp")
+        tmp.write_text(offset + "\n")
+        os.replace(tmp, self.clock_offset_path)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """Last lines of server.log, or stdout.log when the JVM died before logging started."""
+        chunks = []
+        for name in ("server.log", "stdout.log"):
+            path = self.node_dir / name
+            if path.exists():
+                text = path.read_text(errors="replace").splitlines()[-lines:]
+                chunks.append(f"--- {self.hostname} {name} (last {len(text)} lines)\n" + "\n".join(text))
+        return "\n".join(chunks)
+
+
+def first_error_line(output: str) -> str:
+    """The most telling line of a Kafka tool's failure output (its exception message)."""
+    for line in output.splitlines():
+        if "Exception" in line or "Error" in line or "error" in line:
+            return line.strip()[:400]
+    stripped = output.strip().splitlines()
+    return stripped[-1][:400] if stripped else "no output"
+
+
+def network_address(container: DockerContainer, network: Network) -> str:
+    info = container.get_wrapped_container().attrs["NetworkSettings"]["Networks"]
+    return info.get(network.name, {}).get("IPAddress", "")

@@ -1,0 +1,40 @@
+"""Who leads the KRaft controller quorum, read from the controllers' own state.
+
+Each voter persists `quorum-state` (JSON with leaderId and leaderEpoch) in
+the metadata log directory when the epoch changes. The entry with the
+highest epoch is the newest view; a voter cut off from the quorum may still
+show an older leader at a lower epoch, which this ignores.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from harness.broker_config import DATA_DIR
+
+if TYPE_CHECKING:
+    from harness.node import Node
+
+QUORUM_STATE = f"{DATA_DIR}/__cluster_metadata-0/quorum-state"
+
+
+def parse_quorum_state(text: str) -> tuple[int, int] | None:
+    """(leader epoch, leader id) from a quorum-state file's text; None if it names no leader."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    leader, epoch = data.get("leaderId", -1), data.get("leaderEpoch", -1)
+    return (epoch, leader) if isinstance(leader, int) and leader >= 0 else None
+
+
+def read_active_controller(controllers: list["Node"]) -> int | None:
+    """The node id of the quorum leader with the highest epoch among the controllers that answer."""
+    views = []
+    for node in controllers:
+        code, out = node.exec(f"cat {QUORUM_STATE}")
+        view = parse_quorum_state(out) if code == 0 else None
+        if view is not None:
+            views.append(view)
+    return max(views)[1] if views else None

@@ -1,0 +1,1 @@
+"""Nemeses: faults injected into the cluster (partitions, kills, pauses, clock skew, packet loss)."""
