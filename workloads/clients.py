@@ -1,0 +1,201 @@
+"""Recorded Kafka clients: one client object is one history `process`.
+
+Each client follows a small protocol (open, invoke operations, close) and
+writes an `invoke` before it acts and an `ok`/`fail`/`info` completion after
+(see workloads/outcomes.py for which is which). A client that hits a fatal
+error records `crash` and is replaced by a new one with a new process id.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_STORED, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from harness.history import Recorder
+from workloads.outcomes import error_text, send_outcome
+from workloads.profiles import Profile
+
+log = logging.getLogger(__name__)
+
+
+class ProcessIds:
+    """Thread-safe source of process ids: every client instance of a run gets a new one."""
+
+    def __init__(self) -> None:
+        self._next = itertools.count()
+        self._lock = threading.Lock()
+
+    def __call__(self) -> int:
+        with self._lock:
+            return next(self._next)
+
+
+def _epoch(msg: Message) -> int | None:
+    # KIP-320 leader epoch. librdkafka reports it for consumed messages; for delivery
+    # reports of produced messages it returns -1, which confluent-kafka maps to None.
+    epoch = msg.leader_epoch()
+    return epoch if epoch is not None and epoch >= 0 else None
+
+
+class ProducerClient:
+    """A recorded producer: `send(key, value)` writes value V to partition K of the topic."""
+
+    def __init__(self, process: int, recorder: Recorder, bootstrap: str, topic: str, profile: Profile,
+                 extra: dict[str, Any] | None = None) -> None:
+        self.process, self.recorder, self.topic = process, recorder, topic
+        self.config = {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "logger": logging.getLogger("librdkafka.producer"),
+            **profile.producer_config(),
+            **(extra or {}),
+        }
+        self.producer: Producer | None = None
+        self.outstanding: dict[int, int] = {}  # value -> key of sends invoked, not completed
+        self.fatal: str | None = None
+
+    def open(self) -> "ProducerClient":
+        self.producer = Producer(self.config)
+        return self
+
+    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        value = int(msg.value())
+        key = self.outstanding.pop(value, msg.partition())
+        if err is None:
+            offset = msg.offset()
+            self.recorder.record(self.process, "ok", "send",
+                                 {"key": key, "value": value, "offset": offset if offset >= 0 else None, "epoch": _epoch(msg)})
+        else:
+            if err.fatal():
+                self.fatal = error_text(err)
+            self.recorder.record(self.process, send_outcome(err), "send",
+                                 {"key": key, "value": value, "offset": None, "epoch": None}, error_text(err))
+
+    def send(self, key: int, value: int, deadline_s: float = 5.0) -> None:
+        """Invoke a send; its completion is recorded from the delivery report (pipelined)."""
+        assert self.producer is not None
+        self.recorder.record(self.process, "invoke", "send", {"key": key, "value": value})
+        self.outstanding[value] = key
+        give_up = None
+        while True:
+            try:
+                self.producer.produce(self.topic, str(value).encode(), partition=key, on_delivery=self._on_delivery)
+                break
+            except BufferError:  # local queue full: wait for deliveries, bounded
+                give_up = give_up or time.monotonic() + deadline_s
+                if time.monotonic() > give_up:
+                    self._never_sent(key, value, "local queue full for %.0f s" % deadline_s)
+                    return
+                self.producer.poll(0.01)
+            except KafkaException as exc:  # refused before it was queued: definitely not sent
+                self._never_sent(key, value, error_text(exc))
+                if exc.args[0].fatal():
+                    self.fatal = error_text(exc)
+                return
+        self.producer.poll(0)
+
+    def _never_sent(self, key: int, value: int, error: str) -> None:
+        self.outstanding.pop(value, None)
+        self.recorder.record(self.process, "fail", "send", {"key": key, "value": value, "offset": None, "epoch": None}, error)
+
+    def poll(self, timeout: float = 0) -> None:
+        if self.producer is not None:
+            self.producer.poll(timeout)
+
+    def close(self, timeout_s: float = 35.0) -> None:
+        """Wait for delivery reports; sends still unresolved are recorded `info` (unknown)."""
+        if self.producer is None:
+            return
+        try:
+            self.producer.flush(timeout_s)
+        finally:
+            for value, key in list(self.outstanding.items()):
+                self.recorder.record(self.process, "info", "send", {"key": key, "value": value, "offset": None, "epoch": None},
+                                     f"unresolved after waiting {timeout_s:.0f} s at close")
+            self.outstanding.clear()
+            self.producer = None
+
+
+class ConsumerClient:
+    """A recorded consumer: assign or subscribe, then sequential polls."""
+
+    def __init__(self, process: int, recorder: Recorder, bootstrap: str, topic: str, profile: Profile,
+                 group_id: str, extra: dict[str, Any] | None = None) -> None:
+        self.process, self.recorder, self.topic = process, recorder, topic
+        self.config = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group_id,
+            "enable.partition.eof": True,  # EOF events tell the drain a partition is read to its end
+            "logger": logging.getLogger("librdkafka.consumer"),
+            **profile.consumer_config(),
+            **(extra or {}),
+        }
+        self.consumer: Consumer | None = None
+        self.eof: dict[int, int] = {}  # partition -> offset of the last EOF event seen
+        self.next_offset: dict[int, int] = {}  # partition -> offset after the last record read
+
+    def open(self) -> "ConsumerClient":
+        self.consumer = Consumer(self.config)
+        return self
+
+    def assign(self, keys: list[int], seek: str | None = "committed") -> bool:
+        assert self.consumer is not None
+        value = {"keys": list(keys), "seek": seek}
+        self.recorder.record(self.process, "invoke", "assign", value)
+        start = OFFSET_BEGINNING if seek == "beginning" else OFFSET_STORED
+        try:
+            self.consumer.assign([TopicPartition(self.topic, k, start) for k in keys])
+        except KafkaException as exc:
+            self.recorder.record(self.process, "fail", "assign", value, error_text(exc))
+            return False
+        self.recorder.record(self.process, "ok", "assign", value)
+        return True
+
+    def subscribe(self, keys: list[int]) -> bool:
+        """Join the group; `keys` are the topic's partitions (the group decides who reads which)."""
+        assert self.consumer is not None
+        value = {"keys": list(keys), "seek": "committed"}
+        self.recorder.record(self.process, "invoke", "subscribe", value)
+        try:
+            self.consumer.subscribe([self.topic])
+        except KafkaException as exc:
+            self.recorder.record(self.process, "fail", "subscribe", value, error_text(exc))
+            return False
+        self.recorder.record(self.process, "ok", "subscribe", value)
+        return True
+
+    def poll(self, max_records: int = 500, timeout_s: float = 0.1) -> int:
+        """One recorded poll; returns the number of records read."""
+        assert self.consumer is not None
+        self.recorder.record(self.process, "invoke", "poll", None)
+        try:
+            messages = self.consumer.consume(num_messages=max_records, timeout=timeout_s)
+        except (KafkaException, RuntimeError) as exc:
+            self.recorder.record(self.process, "fail", "poll", None, error_text(exc))
+            return 0
+        records, errors = [], []
+        for msg in messages:
+            err = msg.error()
+            if err is None:
+                p, o = msg.partition(), msg.offset()
+                records.append({"key": p, "offset": o, "value": int(msg.value()), "epoch": _epoch(msg)})
+                self.next_offset[p] = o + 1
+            elif err.code() == KafkaError._PARTITION_EOF:
+                self.eof[msg.partition()] = msg.offset()
+            else:
+                errors.append(error_text(err))
+        self.recorder.record(self.process, "ok", "poll", {"records": records}, "; ".join(errors) if errors else None)
+        return len(records)
+
+    def close(self) -> None:
+        if self.consumer is not None:
+            try:
+                self.consumer.close()
+            except (KafkaException, RuntimeError) as exc:
+                log.info("consumer %s close: %s", self.process, exc)
+            self.consumer = None

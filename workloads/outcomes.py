@@ -1,0 +1,65 @@
+"""How a client error becomes an outcome: `fail` only when the operation provably did not happen.
+
+Everything else is `info` (unknown), because a checker that counts an unknown
+send as failed would call a record that Kafka did keep "unexpected" and,
+worse, could hide a real loss behind a wrong premise.
+
+A send is `fail` when:
+- `produce()` raised synchronously (the message never entered librdkafka's
+  queue: unknown partition, message too large, producer fenced/in error state);
+- the delivery report carries an error that is a *static* property of the
+  message or the client's permissions, which every earlier attempt would
+  have hit as well: MSG_SIZE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD,
+  INVALID_REQUIRED_ACKS, TOPIC/CLUSTER_AUTHORIZATION_FAILED, and librdkafka's
+  local _UNKNOWN_PARTITION / _UNKNOWN_TOPIC / _INVALID_ARG.
+
+Everything else is `info`, notably: _MSG_TIMED_OUT (it may have been sent and
+appended before the timeout), _TRANSPORT / _ALL_BROKERS_DOWN / REQUEST_TIMED_OUT,
+NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS (an earlier attempt of a retried
+message may have been appended; confluent-kafka does not expose librdkafka's
+per-message persistence status), NOT_ENOUGH_REPLICAS_AFTER_APPEND (appended on
+the leader), _PURGE_QUEUE / _PURGE_INFLIGHT (a retried message goes back to the
+queue), and fatal idempotence errors (_FATAL, OUT_OF_ORDER_SEQUENCE_NUMBER,
+UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH, _GAPLESS_GUARANTEE): the producer
+stops, but what it sent before may be in the log.
+
+A poll that raised returned nothing and changes nothing a checker reads, so
+it is `fail`. A transaction is `ok` when commit_transaction() returned, `fail`
+when abort_transaction() returned (an abort that succeeded aborts the whole
+transaction), and `info` when neither finished (timeouts, fatal errors).
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaError
+
+DEFINITE_SEND_FAILURES = frozenset(
+    code
+    for code in (
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.INVALID_RECORD,
+        KafkaError.INVALID_REQUIRED_ACKS,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._INVALID_ARG,
+        getattr(KafkaError, "_MSG_SIZE_TOO_LARGE", None),
+    )
+    if code is not None
+)
+
+
+def send_outcome(err: KafkaError) -> str:
+    """`fail` or `info` for a send whose delivery report carries `err`."""
+    return "fail" if err.code() in DEFINITE_SEND_FAILURES else "info"
+
+
+def error_text(err: KafkaError | BaseException) -> str:
+    """A stable, readable error string: the librdkafka error name, then its message."""
+    if isinstance(err, KafkaError):
+        return f"{err.name()}: {err.str()}"
+    if err.args and isinstance(err.args[0], KafkaError):
+        return error_text(err.args[0])
+    return f"{type(err).__name__}: {err}"

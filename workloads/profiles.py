@@ -1,0 +1,98 @@
+"""Client profiles: producer, consumer and topic settings as named, first-class configuration.
+
+A run names its profile in config.json, so a verdict can always be read
+against the settings that produced it. `safe` is what Kafka's guarantees are
+stated for; the others are deliberately weaker and expected to lose or
+duplicate records under faults.
+
+Note: confluent-kafka (librdkafka) defaults `enable.idempotence` to false, so
+a profile always says it explicitly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from harness.errors import HarnessError
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    acks: str = "all"  # "0", "1" or "all"
+    enable_idempotence: bool = True
+    retries: int = 2_147_483_647
+    max_in_flight: int = 5
+    isolation_level: str = "read_committed"
+    enable_auto_commit: bool = False
+    auto_offset_reset: str = "earliest"
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    unclean_leader_election: bool = False
+    delivery_timeout_ms: int = 30_000
+    extra_producer: dict[str, Any] = field(default_factory=dict)
+
+    def producer_config(self) -> dict[str, Any]:
+        conf: dict[str, Any] = {
+            "acks": self.acks,
+            "enable.idempotence": self.enable_idempotence,
+            "retries": self.retries,
+            "max.in.flight.requests.per.connection": self.max_in_flight,
+            "delivery.timeout.ms": self.delivery_timeout_ms,
+        }
+        conf.update(self.extra_producer)
+        return conf
+
+    def consumer_config(self) -> dict[str, Any]:
+        return {
+            "isolation.level": self.isolation_level,
+            "enable.auto.commit": self.enable_auto_commit,
+            "auto.offset.reset": self.auto_offset_reset,
+        }
+
+    def topic_config(self) -> dict[str, str]:
+        return {
+            "min.insync.replicas": str(self.min_insync_replicas),
+            "unclean.leader.election.enable": str(self.unclean_leader_election).lower(),
+        }
+
+    def for_brokers(self, brokers: int) -> "Profile":
+        """This profile on a cluster of `brokers`: RF and min ISR cannot exceed the broker count."""
+        rf = min(self.replication_factor, brokers)
+        return replace(self, replication_factor=rf, min_insync_replicas=min(self.min_insync_replicas, rf))
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["producer"], d["consumer"], d["topic"] = self.producer_config(), self.consumer_config(), self.topic_config()
+        return d
+
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        Profile("safe", "acks=all, idempotence, RF 3, min.insync.replicas 2, unclean election off, read_committed"),
+        Profile(
+            "no-idempotence",
+            "acks=all but idempotence off (confluent-kafka's default): retries may duplicate and reorder",
+            enable_idempotence=False,
+        ),
+        Profile("acks1", "acks=1: the leader alone acknowledges; a leader crash can lose acknowledged records",
+                acks="1", enable_idempotence=False),
+        Profile("acks0", "acks=0: fire and forget; offsets are unknown and anything may be lost",
+                acks="0", enable_idempotence=False, retries=0),
+        Profile("minisr1", "acks=all with min.insync.replicas 1: 'all' may mean the leader alone", min_insync_replicas=1),
+        Profile("unclean", "unclean leader election on, min.insync.replicas 1: an out-of-sync replica may become leader",
+                min_insync_replicas=1, unclean_leader_election=True),
+        Profile("autocommit", "safe producer; consumers auto-commit and start from the latest offset",
+                enable_auto_commit=True, auto_offset_reset="latest", isolation_level="read_uncommitted"),
+    )
+}
+
+
+def get_profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise HarnessError(f"unknown profile {name!r}.", hint=f"use one of: {', '.join(PROFILES)}") from None
