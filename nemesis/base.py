@@ -1,0 +1,62 @@
+"""The nemesis protocol (Jepsen's): setup, invoke, teardown; every action recorded.
+
+A nemesis acts on a running `KafkaCluster` and writes each fault and heal
+into the run's history as a `"nemesis"` event, naming its targets with their
+roles at that moment. Without a recorder it only logs.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from harness.cluster import KafkaCluster
+    from harness.node import Node
+
+log = logging.getLogger("nemesis")
+
+
+class NemesisRecorder(Protocol):
+    def nemesis(self, f: str, value: dict[str, Any]) -> None: ...
+
+
+class Nemesis:
+    """Base class: holds the cluster and recorder; subclasses implement start/stop/heal."""
+
+    name = "nemesis"
+
+    def __init__(self) -> None:
+        self.cluster: KafkaCluster | None = None
+        self.recorder: NemesisRecorder | None = None
+        self.topic: str | None = None
+
+    def setup(self, cluster: "KafkaCluster", recorder: NemesisRecorder | None = None, topic: str | None = None) -> "Nemesis":
+        self.cluster, self.recorder, self.topic = cluster, recorder, topic
+        return self
+
+    def invoke(self, action: str, params: dict[str, Any], rng: Any) -> dict[str, Any]:
+        """Perform `action` ("start" or "stop") with seeded parameters; return what was done."""
+        raise NotImplementedError
+
+    def teardown(self) -> dict[str, Any]:
+        """Undo every fault this nemesis may have left; safe to call at any time."""
+        raise NotImplementedError
+
+    # --- helpers shared by the fault kinds --------------------------------------
+    def record(self, f: str, value: dict[str, Any]) -> None:
+        log.info("%s %s", f, value)
+        if self.recorder is not None:
+            self.recorder.nemesis(f, value)
+
+    @property
+    def brokers(self) -> list["Node"]:
+        assert self.cluster is not None, "setup() first"
+        return list(self.cluster.brokers)
+
+    def roles(self, nodes: list["Node"]) -> dict[str, list[str]]:
+        """Each node's roles now: "controller" and "leader:<topic>-<p>" for workload partitions it leads."""
+        from nemesis.targets import current_roles
+
+        assert self.cluster is not None
+        return current_roles(self.cluster, nodes, self.topic)

@@ -1,0 +1,194 @@
+"""Network partitions shaped like Jepsen's, aimed at Kafka's roles.
+
+A partition is a *grudge*: for each node, the set of nodes whose packets it
+drops. Shapes:
+- `one`: isolate a random broker; `leader`: the leader of a workload partition;
+  `controller`: the active KRaft controller.
+- `halves`: two halves that cannot talk; `minority-third`: a third (at least one)
+  cut from the rest.
+- `majorities-ring`: every node sees a majority, no two the same one
+  (needs one-way cuts with three nodes, as in Jepsen).
+- `bridge`: two halves cut apart except one node that sees both.
+- `client`: the host's clients cut from one broker; the brokers still talk.
+`one_way=True` keeps only one direction of each cut (the isolated side still
+receives).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import HarnessError
+from nemesis import net
+from nemesis.base import Nemesis
+from nemesis.targets import choose_nodes
+
+if TYPE_CHECKING:
+    from harness.node import Node
+
+SHAPES = ("one", "leader", "controller", "halves", "majorities-ring", "bridge", "minority-third", "client")
+
+Grudge = dict[int, set[int]]  # node id -> ids whose packets it drops
+
+
+def isolate(victims: list["Node"], everyone: list["Node"]) -> Grudge:
+    rest = [n.node_id for n in everyone if n not in victims]
+    grudge: Grudge = {v.node_id: set(rest) for v in victims}
+    for node_id in rest:
+        grudge[node_id] = {v.node_id for v in victims}
+    return grudge
+
+
+def split(side_a: list[int], side_b: list[int]) -> Grudge:
+    grudge: Grudge = {a: set(side_b) for a in side_a}
+    grudge.update({b: set(side_a) for b in side_b})
+    return grudge
+
+
+def majorities_ring(ids: list[int]) -> Grudge:
+    """Each node sees itself and the next ones on a ring up to a majority; drops the rest."""
+    n, majority = len(ids), len(ids) // 2 + 1
+    grudge: Grudge = {}
+    for i, node_id in enumerate(ids):
+        sees = {ids[(i + k) % n] for k in range(majority)}
+        grudge[node_id] = set(ids) - sees
+    return grudge
+
+
+def bridge(ids: list[int]) -> Grudge:
+    """Two halves with the middle node in both: it sees everyone, the halves do not see each other."""
+    mid = len(ids) // 2
+    left, right = ids[:mid], ids[mid + 1 :]
+    grudge = split(left, right)
+    grudge[ids[mid]] = set()
+    return grudge
+
+
+def one_way(grudge: Grudge) -> Grudge:
+    """Keep each cut in one direction only: of a mutual pair, the lower id keeps its grudge."""
+    return {a: {b for b in peers if not (a in grudge.get(b, set()) and b < a)} for a, peers in grudge.items()}
+
+
+class PartitionNemesis(Nemesis):
+    """Starts a partition of a seeded shape among the configured ones; stop heals it."""
+
+    name = "partition"
+
+    def __init__(self, shapes: tuple[str, ...] = ("one", "leader", "controller", "halves"), one_way_cuts: bool = False) -> None:
+        super().__init__()
+        unknown = [s for s in shapes if s not in SHAPES]
+        if unknown:
+            raise HarnessError(f"unknown partition target(s) {unknown}", hint=f"use any of: {', '.join(SHAPES)}")
+        self.shapes, self.one_way_cuts = tuple(shapes), one_way_cuts
+        self.active: dict[str, Any] | None = None
+
+    def grudge_for(self, shape: str, rng: random.Random) -> tuple[Grudge, list["Node"]]:
+        assert self.cluster is not None
+        brokers = self.brokers
+        ids = [b.node_id for b in brokers]
+        rng.shuffle(ids)
+        if shape in ("one", "leader", "controller"):
+            victims = choose_nodes(self.cluster, shape, rng, self.topic)
+            return isolate(victims, brokers), victims
+        if shape == "halves":
+            half = len(ids) // 2
+            return split(ids[:half], ids[half:]), [self.cluster.node(i) for i in ids[:half]]
+        if shape == "minority-third":
+            third = max(1, len(ids) // 3)
+            return split(ids[:third], ids[third:]), [self.cluster.node(i) for i in ids[:third]]
+        if shape == "majorities-ring":
+            return majorities_ring(ids), brokers
+        if shape == "bridge":
+            return bridge(ids), brokers
+        raise HarnessError(f"shape {shape!r} has no grudge")
+
+    def start(self, shape: str, rng: random.Random) -> dict[str, Any]:
+        """Start a partition of `shape`, its targets drawn from `rng` and the cluster's roles now."""
+        assert self.cluster is not None
+        if shape == "client":
+            return self.cut_clients(choose_nodes(self.cluster, "one", rng))
+        grudge, victims = self.grudge_for(shape, rng)
+        return self.apply(shape, grudge, victims)
+
+    def isolate(self, victims: list["Node"]) -> dict[str, Any]:
+        """Isolate exactly these brokers from the others (for scenarios that pick their victim)."""
+        return self.apply("one", isolate(victims, self.brokers), victims)
+
+    def cut_clients(self, victims: list["Node"]) -> dict[str, Any]:
+        """Cut the host's clients from these brokers; the brokers still talk to each other."""
+        roles = self.roles(victims)
+        for node in victims:
+            net.drop_host_clients(node, "PART")
+        value = {"shape": "client", "targets": [n.node_id for n in victims], "roles": roles, "cut": "host clients"}
+        self.active = value
+        self.record("start-partition", value)
+        return value
+
+    def apply(self, shape: str, grudge: Grudge, victims: list["Node"]) -> dict[str, Any]:
+        assert self.cluster is not None
+        if self.one_way_cuts:
+            grudge = one_way(grudge)
+        roles = self.roles(victims)
+        for node_id, peers in grudge.items():
+            if peers:
+                net.drop_from(self.cluster.node(node_id), [self.cluster.node(p) for p in sorted(peers)], "PART")
+        value = {
+            "shape": shape,
+            "one_way": self.one_way_cuts,
+            "targets": [n.node_id for n in victims],
+            "roles": roles,
+            "grudge": {str(k): sorted(v) for k, v in sorted(grudge.items())},
+        }
+        self.active = value
+        self.record("start-partition", value)
+        return value
+
+    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+        if action == "start":
+            return self.start(params.get("shape") or rng.choice(self.shapes), rng)
+        return self.teardown()
+
+    def teardown(self) -> dict[str, Any]:
+        for node in self.brokers:
+            net.heal(node, "PART")
+        value = {"healed": self.active is not None, "was": self.active}
+        self.active = None
+        self.record("stop-partition", value)
+        return value
+
+
+class PacketLossNemesis(Nemesis):
+    """Random packet drop with probability p between chosen brokers (iptables `statistic`; no netem here)."""
+
+    name = "loss"
+
+    def __init__(self, probability: float = 0.2, target: str = "one") -> None:
+        super().__init__()
+        if not 0 < probability < 1:
+            raise HarnessError(f"loss probability {probability} must be between 0 and 1 (exclusive)")
+        self.probability, self.target = probability, target
+        self.active = False
+
+    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+        if action != "start":
+            return self.teardown()
+        assert self.cluster is not None
+        victims = choose_nodes(self.cluster, params.get("target", self.target), rng, self.topic)
+        others = [b for b in self.brokers if b not in victims]
+        for victim in victims:  # both directions between victims and the rest
+            net.drop_from(victim, others, "LOSS", self.probability)
+        for other in others:
+            net.drop_from(other, victims, "LOSS", self.probability)
+        self.active = True
+        value = {"targets": [v.node_id for v in victims], "roles": self.roles(victims), "probability": self.probability}
+        self.record("start-loss", value)
+        return value
+
+    def teardown(self) -> dict[str, Any]:
+        for node in self.brokers:
+            net.heal(node, "LOSS")
+        value = {"healed": self.active}
+        self.active = False
+        self.record("stop-loss", value)
+        return value

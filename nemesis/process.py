@@ -1,0 +1,80 @@
+"""Crash and pause faults on the broker JVM, by PID, inside its container.
+
+`kill`: SIGKILL the JVM (no shutdown hooks, page cache kept: the OS still
+flushes what Kafka wrote), restart it on stop with its data directory intact.
+`pause`: SIGSTOP the JVM (its sockets stay open but nothing answers), SIGCONT
+on stop. Targets: one, leader, controller, minority, majority, all.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+from typing import Any
+
+from harness.errors import HarnessError
+from nemesis.base import Nemesis
+from nemesis.targets import NODE_TARGETS, choose_nodes
+
+
+class ProcessNemesis(Nemesis):
+    """Base of kill and pause: remembers its victims so that stop and teardown undo exactly them."""
+
+    start_f = stop_f = ""
+
+    def __init__(self, targets: tuple[str, ...] = ("one", "leader", "controller")) -> None:
+        super().__init__()
+        unknown = [t for t in targets if t not in NODE_TARGETS]
+        if unknown:
+            raise HarnessError(f"unknown {self.name} target(s) {unknown}", hint=f"use any of: {', '.join(NODE_TARGETS)}")
+        self.targets = tuple(targets)
+        self.victims: dict[int, int | None] = {}  # node id -> PID hit
+
+    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+        if action != "start":
+            return self.teardown()
+        assert self.cluster is not None
+        target = params.get("target") or rng.choice(self.targets)
+        nodes = [n for n in choose_nodes(self.cluster, target, rng, self.topic) if n.node_id not in self.victims]
+        roles = self.roles(nodes)
+        for node in nodes:
+            self.victims[node.node_id] = self.hit(node)
+        value = {"target": target, "targets": [n.node_id for n in nodes], "roles": roles, "pids": {str(n.node_id): self.victims[n.node_id] for n in nodes}}
+        self.record(self.start_f, value)
+        return value
+
+    def teardown(self) -> dict[str, Any]:
+        assert self.cluster is not None
+        undone = {}
+        for node_id in sorted(self.victims):
+            undone[str(node_id)] = self.undo(self.cluster.node(node_id))
+        self.victims.clear()
+        value = {"targets": [int(k) for k in undone], "pids": undone}
+        self.record(self.stop_f, value)
+        return value
+
+    def hit(self, node: Any) -> int | None:
+        raise NotImplementedError
+
+    def undo(self, node: Any) -> int | None:
+        raise NotImplementedError
+
+
+class KillNemesis(ProcessNemesis):
+    name, start_f, stop_f = "kill", "kill", "restart"
+
+    def hit(self, node: Any) -> int | None:
+        return node.kill_process()
+
+    def undo(self, node: Any) -> int | None:
+        return node.start_process()  # a no-op returning the PID if it is already running
+
+
+class PauseNemesis(ProcessNemesis):
+    name, start_f, stop_f = "pause", "pause", "resume"
+
+    def hit(self, node: Any) -> int | None:
+        return node.send_signal(signal.SIGSTOP)
+
+    def undo(self, node: Any) -> int | None:
+        return node.send_signal(signal.SIGCONT)

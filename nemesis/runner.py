@@ -1,0 +1,136 @@
+"""Runs a combined fault schedule against a cluster, then heals everything.
+
+The run orchestration calls `setup(cluster, recorder)`, `start()` when the
+workload is going, and `heal_and_stop()` when the fault phase ends: it stops
+the schedule, restarts killed brokers, resumes paused ones, removes every
+iptables rule, resets clocks, and waits until every partition's ISR is full
+again (or a timeout), recording each step as a nemesis event.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import HarnessError
+from nemesis.base import Nemesis, NemesisRecorder
+from nemesis.clock import ClockNemesis
+from nemesis.partition import SHAPES, PacketLossNemesis, PartitionNemesis
+from nemesis.process import KillNemesis, PauseNemesis
+from nemesis.schedule import PACKAGES, FaultEvent, build_schedule, package_rng
+from nemesis.targets import NODE_TARGETS
+
+if TYPE_CHECKING:
+    from harness.cluster import KafkaCluster
+
+log = logging.getLogger("nemesis")
+
+
+def build_nemeses(
+    packages: list[str],
+    partition_targets: tuple[str, ...] = ("one", "leader", "controller", "halves"),
+    db_targets: tuple[str, ...] = ("one", "leader", "controller"),
+    loss_probability: float = 0.2,
+    one_way: bool = False,
+) -> dict[str, Nemesis]:
+    """The nemesis of each named package, validated; `[]` or `["none"]` means no faults."""
+    names = [p for p in packages if p != "none"]
+    unknown = [p for p in names if p not in PACKAGES]
+    if unknown:
+        raise HarnessError(f"unknown nemesis {unknown}", hint=f"use 'none' or any of: {', '.join(PACKAGES)}")
+    bad = [t for t in partition_targets if t not in SHAPES] + [t for t in db_targets if t not in NODE_TARGETS]
+    if bad:
+        raise HarnessError(f"unknown target(s) {bad}", hint=f"partition targets: {', '.join(SHAPES)}; db targets: {', '.join(NODE_TARGETS)}")
+    makers = {
+        "partition": lambda: PartitionNemesis(partition_targets, one_way_cuts=one_way),
+        "kill": lambda: KillNemesis(db_targets),
+        "pause": lambda: PauseNemesis(db_targets),
+        "clock": lambda: ClockNemesis(),
+        "loss": lambda: PacketLossNemesis(loss_probability),
+    }
+    return {name: makers[name]() for name in names}
+
+
+class NemesisRunner:
+    """Executes a seeded schedule in one bounded background thread."""
+
+    def __init__(self, nemeses: dict[str, Nemesis], time_limit_s: float, interval_s: float = 10.0, seed: int = 0, isr_timeout_s: float = 120.0) -> None:
+        if interval_s <= 0:
+            raise HarnessError(f"nemesis interval {interval_s} must be > 0 seconds")
+        self.nemeses, self.seed, self.isr_timeout_s = nemeses, seed, isr_timeout_s
+        self.schedule: list[FaultEvent] = build_schedule(list(nemeses), time_limit_s, interval_s, seed)
+        self._rngs = {name: package_rng(seed, name, "choices") for name in nemeses}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.cluster: KafkaCluster | None = None
+        self.recorder: NemesisRecorder | None = None
+        self.topic: str | None = None
+        self.errors: list[str] = []
+
+    def setup(self, cluster: "KafkaCluster", recorder: NemesisRecorder | None = None, topic: str | None = None) -> "NemesisRunner":
+        self.cluster, self.recorder, self.topic = cluster, recorder, topic
+        for nemesis in self.nemeses.values():
+            nemesis.setup(cluster, recorder, topic)
+        return self
+
+    def start(self) -> None:
+        if not self.schedule:
+            return
+        self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        began = time.monotonic()
+        for event in self.schedule:
+            if self._stop.wait(max(0.0, began + event.at_s - time.monotonic())):
+                return
+            self.execute(event)
+
+    def execute(self, event: FaultEvent) -> None:
+        nemesis = self.nemeses[event.package]
+        try:
+            nemesis.invoke(event.action, {}, self._rngs[event.package])
+        except Exception as exc:  # a fault that cannot be applied now (e.g. no leader mid-election) is recorded, not fatal
+            message = f"{event.package} {event.action}: {exc}"
+            self.errors.append(message)
+            log.warning("nemesis error: %s", message)
+            nemesis.record("nemesis-error", {"package": event.package, "action": event.action, "error": str(exc)[:500]})
+
+    def heal_and_stop(self) -> dict[str, Any]:
+        """Stop the schedule, undo every fault, wait for full ISRs; return (and record) what happened."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+        # Order matters: resume and restart before healing the network, reset clocks last.
+        for name in ("pause", "kill", "partition", "loss", "clock"):
+            if name in self.nemeses:
+                try:
+                    self.nemeses[name].teardown()
+                except Exception as exc:
+                    self.errors.append(f"heal {name}: {exc}")
+        outcome = self.wait_for_full_isr()
+        if self.recorder is not None:
+            self.recorder.nemesis("heal", outcome)
+        return outcome
+
+    def wait_for_full_isr(self) -> dict[str, Any]:
+        assert self.cluster is not None
+        began = time.monotonic()
+        lagging: dict[str, list[int]] = {}
+        while time.monotonic() - began < self.isr_timeout_s:
+            try:
+                metadata = self.cluster.admin().list_topics(timeout=5)
+                lagging = {
+                    f"{name}-{p.id}": sorted(set(p.replicas) - set(p.isrs))
+                    for name, topic in metadata.topics.items()
+                    for p in topic.partitions.values()
+                    if set(p.replicas) - set(p.isrs)
+                }
+                if not lagging and len(metadata.brokers) == len(self.cluster.brokers):
+                    return {"isr_full": True, "waited_s": round(time.monotonic() - began, 2), "errors": self.errors}
+            except Exception as exc:
+                lagging = {"metadata": [str(exc)[:200]]}  # type: ignore[list-item]
+            time.sleep(0.5)
+        return {"isr_full": False, "waited_s": round(time.monotonic() - began, 2), "lagging": lagging, "errors": self.errors}

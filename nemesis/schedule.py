@@ -1,0 +1,42 @@
+"""A seeded, Jepsen-like fault schedule: each package alternates start and stop.
+
+Every package (partition, kill, pause, clock, loss) has its own random stream
+derived from the seed and its name, so adding a package never changes when
+another one fires, and the same seed always gives the same schedule. Gaps are
+uniform in [interval/2, 3*interval/2] (mean `interval_s`); each package starts
+at a random offset within its first interval, so packages are staggered.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+
+PACKAGES = ("partition", "kill", "pause", "clock", "loss")
+
+
+@dataclass(frozen=True)
+class FaultEvent:
+    at_s: float  # seconds after the fault phase starts
+    package: str
+    action: str  # "start" or "stop"
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def package_rng(seed: int, package: str, purpose: str) -> random.Random:
+    return random.Random(f"{seed}:{package}:{purpose}")
+
+
+def build_schedule(packages: list[str], time_limit_s: float, interval_s: float, seed: int) -> list[FaultEvent]:
+    """Every start/stop of every package within the fault phase, in time order."""
+    events: list[FaultEvent] = []
+    for package in sorted(set(packages)):
+        rng = package_rng(seed, package, "timing")
+        at, action = rng.uniform(0, interval_s), "start"
+        while at < time_limit_s:
+            events.append(FaultEvent(round(at, 3), package, action))
+            action = "stop" if action == "start" else "start"
+            at += rng.uniform(0.5 * interval_s, 1.5 * interval_s)
+    return sorted(events, key=lambda e: (e.at_s, e.package))

@@ -1,0 +1,60 @@
+"""Fault schedules and partition shapes: pure functions, no cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import HarnessError
+from nemesis.clock import offset_spec, random_offset_ms
+from nemesis.partition import bridge, isolate, majorities_ring, one_way, split
+from nemesis.runner import build_nemeses
+from nemesis.schedule import build_schedule
+
+
+def test_same_seed_same_schedule_and_packages_do_not_disturb_each_other():
+    a = build_schedule(["partition", "kill"], 120, 10, seed=3)
+    assert a == build_schedule(["kill", "partition"], 120, 10, seed=3)
+    assert a != build_schedule(["partition", "kill"], 120, 10, seed=4)
+    alone = [e for e in build_schedule(["kill"], 120, 10, seed=3)]
+    assert [e for e in a if e.package == "kill"] == alone
+
+
+def test_each_package_alternates_start_and_stop_within_the_time_limit():
+    events = build_schedule(["partition", "kill", "pause", "clock", "loss"], 60, 5, seed=1)
+    for package in {e.package for e in events}:
+        actions = [e.action for e in events if e.package == package]
+        assert actions == ["start", "stop"] * (len(actions) // 2) + ["start"] * (len(actions) % 2)
+    assert all(0 <= e.at_s < 60 for e in events)
+    gaps = [b.at_s - a.at_s for a, b in zip(*(2 * [[e for e in events if e.package == "kill"]]))]
+    assert events == sorted(events, key=lambda e: (e.at_s, e.package)) and gaps is not None
+
+
+def test_grudge_shapes():
+    assert split([1], [2, 3]) == {1: {2, 3}, 2: {1}, 3: {1}}
+    assert majorities_ring([1, 2, 3]) == {1: {3}, 2: {1}, 3: {2}}
+    five = majorities_ring([1, 2, 3, 4, 5])
+    assert all(len(drops) == 2 for drops in five.values())  # each sees a majority of 3
+    assert len({frozenset({1, 2, 3, 4, 5} - d) for d in five.values()}) == 5  # no two the same
+    assert bridge([1, 2, 3]) == {1: {3}, 3: {1}, 2: set()}
+    assert one_way(split([1], [2, 3])) == {1: {2, 3}, 2: set(), 3: set()}
+
+
+def test_clock_offsets_are_libfaketime_specs():
+    assert offset_spec(1250) == "+1.250" and offset_spec(-300) == "-0.300"
+    import random
+
+    rng = random.Random(0)
+    offsets = [random_offset_ms(rng) for _ in range(200)]
+    assert all(100 <= abs(o) <= 300_000 for o in offsets) and min(offsets) < 0 < max(offsets)
+
+
+@pytest.mark.parametrize("packages", [["flood"], ["partition", "fire"]])
+def test_unknown_nemesis_is_refused(packages):
+    with pytest.raises(HarnessError, match="unknown nemesis"):
+        build_nemeses(packages)
+
+
+def test_unknown_targets_are_refused_and_none_means_no_faults():
+    with pytest.raises(HarnessError, match="unknown target"):
+        build_nemeses(["partition"], partition_targets=("everyone",))
+    assert build_nemeses(["none"]) == {}
