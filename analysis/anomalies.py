@@ -1,0 +1,232 @@
+"""The anomalies, one function each, in Spark SQL functions only (no Python UDFs).
+
+Every function takes the derived tables of `derive()` and returns a DataFrame with one row per
+counted finding, so `count()` is the anomaly's count and `limit(20)` its examples. Windows are
+partitioned by key (and process); nothing here collects a history to the driver.
+
+Vocabulary. A *read* is one record of an `ok` poll or an `ok` txn. An *ok write* is an `ok` send
+completion, or a send inside an `ok` (committed) txn. The *observed positions* of key K are every
+(offset, value) of reads on K and of ok writes on K with a known offset (null or negative offsets,
+as with acks=0, say nothing about position). K's *observed order* is its observed offsets sorted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from analysis.names import READ_FS, RESET_FS
+
+
+def _op(prefix: str = "") -> F.Column:
+    """The history coordinates of the op behind a row (for examples)."""
+    return F.struct(
+        F.col(f"{prefix}index").alias("index"),
+        F.col(f"{prefix}time").alias("time"),
+        F.col(f"{prefix}process").alias("process"),
+        F.col(f"{prefix}f").alias("f"),
+        F.col(f"{prefix}type").alias("type"),
+    )
+
+
+def _offset(col: F.Column) -> F.Column:
+    return F.when(col >= 0, col)
+
+
+@dataclass
+class Derived:
+    events: DataFrame
+    reads: DataFrame  # process, pid, index, time, f, type, pos, key, offset, value
+    ok_writes: DataFrame  # process, pid, index, time, f, type, key, offset, value
+    failed_writes: DataFrame  # process, index, time, f, type, value
+    positions: DataFrame  # key, offset, value, process, index, time, f, type
+    offsets: DataFrame  # key, offset, min_value, max_value, next_offset (persisted)
+
+    def unpersist(self) -> None:
+        self.offsets.unpersist()
+
+
+def derive(events: DataFrame) -> Derived:
+    """The tables every anomaly is defined over. `offsets` is persisted: two anomalies use it."""
+    ok_reads = events.filter((F.col("type") == "ok") & F.col("f").isin(*READ_FS))
+    reads = ok_reads.select(
+        "process", "pid", "index", "time", "f", "type",
+        F.posexplode(F.col("value.records")).alias("pos", "r"),
+    ).select("process", "pid", "index", "time", "f", "type", "pos",
+             F.col("r.key").alias("key"), F.col("r.offset").alias("offset"), F.col("r.value").alias("value"))
+
+    base = ["process", "pid", "index", "time", "f", "type"]
+    sends = events.filter((F.col("f") == "send") & F.col("type").isin("ok", "fail")).select(
+        *base, F.col("value.key").alias("key"), _offset(F.col("value.offset")).alias("offset"),
+        F.col("value.value").alias("value"))
+    txn_sends = events.filter((F.col("f") == "txn") & F.col("type").isin("ok", "fail")).select(
+        *base, F.explode(F.col("value.sends")).alias("s")).select(
+        *base, F.col("s.key").alias("key"), _offset(F.col("s.offset")).alias("offset"), F.col("s.value").alias("value"))
+    writes = sends.unionByName(txn_sends)
+    ok_writes = writes.filter(F.col("type") == "ok")
+    failed_writes = writes.filter(F.col("type") == "fail").select("process", "index", "time", "f", "type", "value")
+
+    cols = ["key", "offset", "value", "process", "index", "time", "f", "type"]
+    positions = reads.select(*cols).unionByName(ok_writes.filter(F.col("offset").isNotNull()).select(*cols))
+    # One row per observed (key, offset): the values seen there, and the next observed offset on
+    # the key (a read that jumps past it skipped a known record).
+    offsets = (
+        positions.groupBy("key", "offset")
+        .agg(F.min("value").alias("min_value"), F.max("value").alias("max_value"))
+        .withColumn("next_offset", F.lead("offset").over(Window.partitionBy("key").orderBy("offset")))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    return Derived(events, reads, ok_writes, failed_writes, positions, offsets)
+
+
+def inconsistent_offsets(d: Derived) -> DataFrame:
+    """inconsistent-offsets: one (key, offset) observed with two or more different values — two
+    replicas disagreed about the log (divergence, e.g. after an unclean election or a lost
+    acks=1 write whose offset was reused). Counted per such (key, offset)."""
+    return d.offsets.filter(F.col("min_value") != F.col("max_value")).select(
+        "key", "offset", F.array("min_value", "max_value").alias("values"))
+
+
+def duplicate(d: Derived) -> DataFrame:
+    """duplicate: one value observed at two or more different (key, offset) positions — it was
+    written more than once (e.g. a retried send without idempotence). Counted per value."""
+    ko = F.struct("key", "offset")
+    return (
+        d.positions.groupBy("value")
+        .agg(F.min(ko).alias("first"), F.max(ko).alias("last"))
+        .filter(F.col("first") != F.col("last"))
+        .select("value", F.col("first.key").alias("key"), F.col("first.offset").alias("offset"),
+                F.array(F.col("first"), F.col("last")).alias("positions"))
+    )
+
+
+def _unread_writes(d: Derived) -> DataFrame:
+    """Ok writes whose value no read returned, with the highest offset read on their key."""
+    max_read = d.reads.groupBy("key").agg(F.max("offset").alias("max_read_offset"))
+    unread = d.ok_writes.join(d.reads.select("value"), "value", "left_anti")
+    return unread.join(F.broadcast(max_read), "key", "left").withColumn(
+        "behind_a_read", F.coalesce(F.col("offset") < F.col("max_read_offset"), F.lit(False)))
+
+
+def lost_write(d: Derived) -> DataFrame:
+    """lost-write: a write acknowledged `ok` at (K, o) whose value no read ever returned, although
+    some read on K returned an offset greater than o — readers went past its position and it was
+    not there. Counted per value."""
+    return _unread_writes(d).filter("behind_a_read").select(
+        "key", "offset", "value", "max_read_offset", _op().alias("op"))
+
+
+def unseen(d: Derived) -> DataFrame:
+    """unseen: a write acknowledged `ok` whose value no read returned and that is not a
+    lost-write (no read on its key went past it, or its offset is unknown). It is lost only if
+    the final drain is known to have reached every high watermark. Counted per value."""
+    return _unread_writes(d).filter(~F.col("behind_a_read")).select(
+        "key", "offset", "value", "max_read_offset", _op().alias("op"))
+
+
+def nonmonotonic_send(d: Derived) -> DataFrame:
+    """nonmonotonic-send: within one process, `ok` sends to the same key, taken in the order they
+    were invoked, whose acknowledged offsets do not strictly increase — the producer's records
+    were reordered (or one overwrote another's position). Counted per adjacent pair."""
+    invokes = d.events.filter((F.col("f") == "send") & (F.col("type") == "invoke")).select(
+        "pid", F.col("value.value").alias("value"), F.col("index").alias("invoke_index"))
+    sends = (
+        d.ok_writes.filter((F.col("f") == "send") & F.col("offset").isNotNull() & F.col("pid").isNotNull())
+        .join(invokes, ["pid", "value"], "left")
+        .withColumn("order", F.coalesce("invoke_index", "index"))
+    )
+    w = Window.partitionBy("key", "pid").orderBy("order")
+    prev = lambda c: F.lag(c).over(w)  # noqa: E731
+    return (
+        sends.select("key", "pid", "offset", "value", _op().alias("op"),
+                     prev("offset").alias("prev_offset"), prev("value").alias("prev_value"),
+                     prev(_op()).alias("prev_op"))
+        .filter(F.col("offset") <= F.col("prev_offset"))
+        .select("key", F.col("pid").alias("process"),
+                F.array("prev_offset", "offset").alias("offsets"), F.array("prev_value", "value").alias("values"),
+                F.array("prev_op", "op").alias("ops"))
+    )
+
+
+def _read_pairs(d: Derived) -> DataFrame:
+    """Adjacent reads of one key by one process with no assign/subscribe of that process between
+    them (including reads inside one poll, in the order returned), only where they are not
+    consecutive in offset (so the result is small)."""
+    resets = d.events.filter(F.col("f").isin(*RESET_FS) & F.col("type").isin("ok", "info")).select(
+        "process", "index", F.lit(1).alias("reset"))
+    # Which "assignment epoch" each read belongs to: the number of resets of its process before it.
+    reads = d.reads.select("process", "index", F.lit(0).alias("reset"), "time", "f", "type", "pos",
+                           "key", "offset", "value")
+    nulls = [F.lit(None).cast(t).alias(c) for c, t in
+             (("time", "long"), ("f", "string"), ("type", "string"), ("pos", "int"), ("key", "long"),
+              ("offset", "long"), ("value", "long"))]
+    seq = reads.unionByName(resets.select("process", "index", "reset", *nulls))
+    seq = seq.withColumn("epoch", F.sum("reset").over(
+        Window.partitionBy("process").orderBy("index", "pos").rowsBetween(Window.unboundedPreceding, 0))
+    ).filter(F.col("reset") == 0)
+    w = Window.partitionBy("key", "process", "epoch").orderBy("index", "pos")
+    prev = lambda c: F.lag(c).over(w)  # noqa: E731
+    return seq.select(
+        "key", "process", "offset", "value", _op().alias("op"),
+        prev("offset").alias("prev_offset"), prev("value").alias("prev_value"), prev(_op()).alias("prev_op"),
+    ).filter(F.col("prev_offset").isNotNull() & (F.col("offset") != F.col("prev_offset") + 1))
+
+
+def _pair_columns() -> list[F.Column]:
+    return ["key", "process", F.array("prev_offset", "offset").alias("offsets"),
+            F.array("prev_value", "value").alias("values"), F.array("prev_op", "op").alias("ops")]
+
+
+def nonmonotonic_poll(d: Derived, pairs: DataFrame | None = None) -> DataFrame:
+    """nonmonotonic-poll: within one process, two successive reads of the same key — inside one
+    poll, or in two `ok` polls with no assign/subscribe of that process between them — whose
+    offsets do not strictly increase: the consumer went backwards or read a position twice.
+    Counted per adjacent pair."""
+    pairs = _read_pairs(d) if pairs is None else pairs
+    return pairs.filter(F.col("offset") <= F.col("prev_offset")).select(*_pair_columns())
+
+
+def poll_skip(d: Derived, pairs: DataFrame | None = None) -> DataFrame:
+    """poll-skip: the same successive reads, where the second is beyond the first by more than
+    one position in the key's observed order: a record known to exist (some op observed it at an
+    offset in between) was jumped over. Gaps nobody observed (transaction markers, compaction)
+    are not skips. Counted per adjacent pair."""
+    pairs = _read_pairs(d) if pairs is None else pairs
+    nxt = d.offsets.select("key", F.col("offset").alias("prev_offset"), F.col("next_offset").alias("skipped_offset"))
+    return (
+        pairs.filter(F.col("offset") > F.col("prev_offset") + 1)
+        .join(nxt, ["key", "prev_offset"], "inner")
+        .filter(F.col("skipped_offset") < F.col("offset"))
+        .select(*_pair_columns(), "skipped_offset")
+    )
+
+
+def aborted_read(d: Derived) -> DataFrame:
+    """aborted-read: a read returned a value whose send, or whose transaction, completed `fail`
+    (definitely not written, or aborted). `info` writes are unknown, never failures. Counted per
+    value."""
+    failed = d.failed_writes.select("value", _op().alias("write_op"))
+    return (
+        d.reads.join(failed, "value", "inner")
+        .groupBy("value")
+        .agg(F.min(F.struct("index", "key", "offset", _op().alias("op"))).alias("first"),
+             F.first("write_op").alias("write_op"))
+        .select("value", F.col("first.key").alias("key"), F.col("first.offset").alias("offset"),
+                F.array(F.col("first.op"), F.col("write_op")).alias("ops"))
+    )
+
+
+# Name → function, in results.json order.
+CHECKS = {
+    "inconsistent-offsets": inconsistent_offsets,
+    "duplicate": duplicate,
+    "lost-write": lost_write,
+    "unseen": unseen,
+    "nonmonotonic-send": nonmonotonic_send,
+    "nonmonotonic-poll": nonmonotonic_poll,
+    "poll-skip": poll_skip,
+    "aborted-read": aborted_read,
+}

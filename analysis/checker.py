@@ -1,0 +1,181 @@
+"""One run's check: load the history, count every anomaly with examples, decide the verdict and
+write RUN_DIR/results.json. `check_run` is the entry point for `harness run` and the CLI."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from analysis import anomalies as A
+from analysis.history_load import HistoryError, load_history
+from analysis.names import ANOMALIES, MAX_EXAMPLES, headline
+from analysis.permissions import allowed as permitted, effective_profile
+from analysis.verdict import decide
+
+RESULTS_VERSION = 1
+
+
+def read_config(run_dir: Path) -> dict[str, Any] | None:
+    """config.json, or None when absent (→ the safe profile, drain status unknown)."""
+    path = Path(run_dir) / "config.json"
+    if not path.exists():
+        return None
+    try:
+        config = json.loads(path.read_text())
+    except ValueError as err:
+        raise HistoryError(f"{path}: not valid JSON ({err}); fix or remove it") from err
+    if not isinstance(config, dict):
+        raise HistoryError(f"{path}: must hold a JSON object")
+    return config
+
+
+def drain_status(config: dict[str, Any] | None) -> tuple[bool | None, dict[str, int] | None]:
+    """config.json["drain"] = {"complete": bool, "high_watermarks": {"<key>": int}}; absent → None."""
+    drain = (config or {}).get("drain")
+    if not isinstance(drain, dict) or not isinstance(drain.get("complete"), bool):
+        return None, None
+    hws = drain.get("high_watermarks")
+    return drain["complete"], ({str(k): int(v) for k, v in hws.items()} if isinstance(hws, dict) else None)
+
+
+def _plain(x: Any) -> Any:
+    if hasattr(x, "asDict"):
+        return {k: _plain(v) for k, v in x.asDict(recursive=False).items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def _ops_at(d: A.Derived, rows: list[dict], by: str) -> None:
+    """Attach every op that observed an example's position (by="position") or value
+    (by="value"): these anomalies are about a group of ops, found by aggregation."""
+    if not rows:
+        return
+    if by == "position":
+        cond = None
+        for r in rows:
+            c = (F.col("key") == r["key"]) & (F.col("offset") == r["offset"])
+            cond = c if cond is None else cond | c
+        group = ["key", "offset"]
+    else:
+        cond = F.col("value").isin([r["value"] for r in rows])
+        group = ["value"]
+    found: dict[tuple, list] = {}
+    for op in d.positions.filter(cond).orderBy("index").limit(len(rows) * 50).collect():
+        found.setdefault(tuple(op[g] for g in group), []).append(
+            {"index": op["index"], "time": op["time"], "process": op["process"], "f": op["f"],
+             "type": op["type"], "key": op["key"], "offset": op["offset"], "value": op["value"]})
+    for r in rows:
+        ops = found.get(tuple(r[g] for g in group), [])
+        r["ops"] = ops[:10]
+        if by == "position":
+            r["values"] = sorted({o["value"] for o in ops})
+        else:
+            r["positions"] = sorted({(o["key"], o["offset"]) for o in ops})
+            r["positions"] = [{"key": k, "offset": o} for k, o in r["positions"]]
+
+
+def _examples(name: str, df: DataFrame, d: A.Derived) -> list[dict]:
+    order = {"duplicate": ["value"], "aborted-read": ["value"]}.get(name, ["key"])
+    rows = [_plain(r) for r in df.orderBy(*order).limit(MAX_EXAMPLES).collect()]
+    for r in rows:
+        if "op" in r:
+            r["ops"] = [r.pop("op")]
+    if name == "inconsistent-offsets":
+        _ops_at(d, rows, "position")
+    elif name == "duplicate":
+        _ops_at(d, rows, "value")
+    return rows
+
+
+def _op_stats(events: DataFrame) -> dict[str, dict[str, int]]:
+    stats: dict[str, dict[str, int]] = {}
+    for r in events.groupBy("f", "type").count().collect():
+        stats.setdefault(r["f"], {"invoke": 0, "ok": 0, "fail": 0, "info": 0})[r["type"]] = r["count"]
+    return dict(sorted(stats.items()))
+
+
+def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | None,
+                  prefer: str | None = None) -> dict[str, Any]:
+    """The results dict for one run (nothing written)."""
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    history = load_history(spark, run_dir, prefer=prefer)
+    timings["load_s"] = round(time.perf_counter() - t0, 3)
+
+    d = A.derive(history.events)
+    counts: dict[str, int] = {}
+    examples: dict[str, list] = {}
+    pairs = A._read_pairs(d).persist()
+    try:
+        for name in ANOMALIES:
+            t = time.perf_counter()
+            fn = A.CHECKS[name]
+            df = fn(d, pairs) if name in ("nonmonotonic-poll", "poll-skip") else fn(d)
+            df = df.persist()
+            counts[name] = df.count()
+            examples[name] = _examples(name, df, d) if counts[name] else []
+            df.unpersist()
+            timings[f"{name}_s"] = round(time.perf_counter() - t, 3)
+        t = time.perf_counter()
+        stats = _op_stats(history.events)
+        timings["op_stats_s"] = round(time.perf_counter() - t, 3)
+    finally:
+        pairs.unpersist()
+        d.unpersist()
+
+    complete, hws = drain_status(config)
+    allow, rules = permitted(config)
+    v = decide(counts, allow, complete, truncated=history.truncated, ops=history.count)
+    timings["total_s"] = round(time.perf_counter() - t0, 3)
+    cfg = config or {}
+    return {
+        "results_version": RESULTS_VERSION,
+        "verdict": v.verdict,
+        "reasons": v.reasons,
+        "forbidden": v.forbidden,
+        "counts": counts,
+        "headline": headline(counts, complete),
+        "allowed": sorted(allow, key=ANOMALIES.index),
+        "allowed_by": rules,
+        "examples": examples,
+        "op_stats": stats,
+        "drain": {"complete": complete, "high_watermarks": hws},
+        "history": {"path": str(history.path), "format": history.format, "events": history.count,
+                    "truncated": history.truncated},
+        "run": {"seed": cfg.get("seed"), "kafka_version": cfg.get("kafka_version"),
+                "workload": cfg.get("workload"), "profile": effective_profile(config)["name"],
+                "nemesis": sorted(cfg.get("nemesis") or [])},
+        "checked_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "timings": timings,
+    }
+
+
+def write_results(run_dir: Path, results: dict[str, Any]) -> Path:
+    """Write results.json atomically (never a half-written file under the real name)."""
+    target = Path(run_dir) / "results.json"
+    tmp = target.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(results, indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, target)
+    return target
+
+
+def check_run(run_dir: Path | str, spark: SparkSession | None = None, prefer: str | None = None) -> dict[str, Any]:
+    """Check one run directory, write RUN_DIR/results.json and return the results dict.
+    Raises HistoryError for bad input. Starts a local Spark session when none is given."""
+    run_dir = Path(run_dir)
+    config = read_config(run_dir)
+    if spark is None:
+        from analysis.spark import get_session
+
+        spark = get_session()
+    results = check_history(spark, run_dir, config, prefer=prefer)
+    write_results(run_dir, results)
+    return results

@@ -1,0 +1,293 @@
+"""Read a run's history (format v1, see docs/history.md) into a Spark DataFrame.
+
+`history.parquet` is preferred when present (columnar, written at a clean end); otherwise
+`history.jsonl`. Both are normalised to one explicit schema:
+
+    index long, time long, process string, pid long (null for "nemesis"), type string,
+    f string, value struct<key, value, offset, epoch, records[], sends[], keys[], seek>, error string
+
+Malformed input raises HistoryError naming the file, the line (JSONL) or index (Parquet) and why.
+A last JSONL line cut off mid-write (a SIGKILLed recorder) is not an error: it is dropped and
+the history is marked truncated, which makes an otherwise clean verdict `unknown`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from analysis.names import OP_TYPES
+
+RECORD = T.StructType(
+    [T.StructField(n, T.LongType()) for n in ("key", "offset", "value", "epoch")]
+)
+SEND = T.StructType([T.StructField(n, T.LongType()) for n in ("key", "value", "offset", "epoch")])
+VALUE = T.StructType(
+    [
+        T.StructField("key", T.LongType()),
+        T.StructField("value", T.LongType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("epoch", T.LongType()),
+        T.StructField("records", T.ArrayType(RECORD)),
+        T.StructField("sends", T.ArrayType(SEND)),
+        T.StructField("keys", T.ArrayType(T.LongType())),
+        T.StructField("seek", T.StringType()),
+    ]
+)
+# JSONL as read: `process` and `value` kept as raw JSON text (they differ in shape by `f`,
+# e.g. process "nemesis" vs 3, nemesis values are free-form) and parsed in a second step.
+RAW_JSONL = T.StructType(
+    [
+        T.StructField("index", T.LongType()),
+        T.StructField("time", T.LongType()),
+        T.StructField("process", T.StringType()),
+        T.StructField("type", T.StringType()),
+        T.StructField("f", T.StringType()),
+        T.StructField("value", T.StringType()),
+        T.StructField("error", T.StringType()),
+        T.StructField("_corrupt", T.StringType()),
+    ]
+)
+VALUE_FS = ("send", "poll", "txn", "assign", "subscribe")
+
+
+class HistoryError(Exception):
+    """The history cannot be checked: missing, unreadable or malformed (exit code 2)."""
+
+
+@dataclass
+class History:
+    events: DataFrame
+    path: Path
+    format: str  # "jsonl" | "parquet"
+    truncated: bool  # a cut-off last line was dropped
+    count: int
+
+
+# ---------------------------------------------------------------------------- plain-Python rules
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def event_problem(e: Any) -> str | None:
+    """Why one parsed event is unusable by the checker, or None. Mirrors `_problem_column`;
+    used on the error path to name the line, and by the reference checker's loader."""
+    if not isinstance(e, dict):
+        return "the line is not a JSON object"
+    for k in ("index", "time"):
+        if not _is_int(e.get(k)):
+            return f"field {k!r} must be an int, got {e.get(k)!r}"
+    if e.get("process") is None:
+        return "field 'process' is missing"
+    if e.get("type") not in OP_TYPES:
+        return f"field 'type' must be one of {', '.join(OP_TYPES)}, got {e.get('type')!r}"
+    if not isinstance(e.get("f"), str):
+        return f"field 'f' must be a string, got {e.get('f')!r}"
+    f, t, v = e["f"], e["type"], e.get("value")
+    if f == "send":
+        if not isinstance(v, dict) or not _is_int(v.get("key")) or not _is_int(v.get("value")):
+            return f"a send's value must be {{key: int, value: int, ...}}, got {v!r}"
+        if v.get("offset") is not None and not _is_int(v.get("offset")):
+            return f"a send's offset must be an int or null, got {v.get('offset')!r}"
+    if f in ("poll", "txn") and t == "ok":
+        if not isinstance(v, dict) or not isinstance(v.get("records"), list):
+            return f"an ok {f}'s value must hold a 'records' list, got {v!r}"
+        for r in v["records"]:
+            if not isinstance(r, dict) or not all(_is_int(r.get(k)) for k in ("key", "offset", "value")):
+                return f"a record must be {{key: int, offset: int, value: int, ...}}, got {r!r}"
+    if f == "txn" and t != "invoke":
+        sends = v.get("sends") if isinstance(v, dict) else None
+        if not isinstance(sends, list):
+            return f"a txn completion's value must hold a 'sends' list, got {v!r}"
+        for s in sends:
+            if not isinstance(s, dict) or not _is_int(s.get("key")) or not _is_int(s.get("value")):
+                return f"a txn send must be {{key: int, value: int, ...}}, got {s!r}"
+    return None
+
+
+def scan_jsonl(path: Path) -> tuple[int, str] | None:
+    """First bad line (1-based line number, reason) of a JSONL history, or None. Error path only:
+    a streaming plain-Python pass, so it never holds the history in memory."""
+    last_index = None
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, start=1):
+            line = raw.strip()
+            if not line:
+                return n, "empty line"
+            try:
+                e = json.loads(line)
+            except ValueError as err:
+                if not raw.endswith(b"\n"):
+                    return None  # a cut-off last line: truncation, not malformation
+                return n, f"not valid JSON ({err})"
+            problem = event_problem(e)
+            if problem:
+                return n, problem
+            if last_index is not None and e["index"] <= last_index:
+                return n, f"index {e['index']} does not increase (previous line had {last_index})"
+            last_index = e["index"]
+    return None
+
+
+def _cut_off_tail(path: Path) -> str | None:
+    """The text of a last line that has no newline and does not parse (a recorder killed
+    mid-write), else None."""
+    size = path.stat().st_size
+    if size == 0:
+        return None
+    with open(path, "rb") as fh:
+        fh.seek(max(0, size - (1 << 20)))
+        tail = fh.read()
+    if tail.endswith(b"\n"):
+        return None
+    last = tail.rsplit(b"\n", 1)[-1]
+    try:
+        json.loads(last)
+        return None
+    except ValueError:
+        return last.decode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------------------- Spark side
+def _problem_column(df: DataFrame, has_corrupt: bool) -> Column:
+    """Spark twin of `event_problem`: a reason string for rows the checker cannot use."""
+    v = F.col("value")
+    rec_bad = lambda r: r["key"].isNull() | r["offset"].isNull() | r["value"].isNull()  # noqa: E731
+    send_bad = lambda s: s["key"].isNull() | s["value"].isNull()  # noqa: E731
+    c = F.when(F.lit(False), F.lit(None))
+    if has_corrupt:
+        c = c.when(F.col("_corrupt").isNotNull(), F.lit("not valid JSON, or a field has the wrong type"))
+    return (
+        c.when(F.col("index").isNull(), F.lit("field 'index' is missing or not an int"))
+        .when(F.col("time").isNull(), F.lit("field 'time' is missing or not an int"))
+        .when(F.col("process").isNull(), F.lit("field 'process' is missing"))
+        .when(~F.col("type").isin(*OP_TYPES) | F.col("type").isNull(), F.lit("field 'type' is not invoke/ok/fail/info"))
+        .when(F.col("f").isNull(), F.lit("field 'f' is missing"))
+        .when((F.col("f") == "send") & (v.isNull() | v["key"].isNull() | v["value"].isNull()),
+              F.lit("a send's value must be {key: int, value: int, ...}"))
+        .when(F.col("f").isin("poll", "txn") & (F.col("type") == "ok")
+              & (v.isNull() | v["records"].isNull() | F.exists(v["records"], rec_bad)),
+              F.lit("an ok poll/txn must hold records of {key: int, offset: int, value: int}"))
+        .when((F.col("f") == "txn") & (F.col("type") != "invoke")
+              & (v.isNull() | v["sends"].isNull() | F.exists(v["sends"], send_bad)),
+              F.lit("a txn completion must hold sends of {key: int, value: int, ...}"))
+    )
+
+
+def _normalise_value(df: DataFrame) -> Column:
+    """`value` as the VALUE struct whether the source holds JSON text or a (partial) struct."""
+    dtype = df.schema["value"].dataType
+    wanted = F.col("f").isin(*VALUE_FS)
+    if isinstance(dtype, T.StringType):
+        return F.when(wanted, F.from_json(F.col("value"), VALUE))
+    if isinstance(dtype, T.StructType):
+        # A struct written by another tool: rebuild field by field so missing fields become null.
+        have = {f.name: f.dataType for f in dtype.fields}
+
+        def field(name: str, typ: T.DataType) -> Column:
+            if name not in have:
+                return F.lit(None).cast(typ)
+            col = F.col("value")[name]
+            if isinstance(typ, T.ArrayType) and isinstance(typ.elementType, T.StructType):
+                inner = have[name].elementType if isinstance(have[name], T.ArrayType) else None
+                names = {f.name for f in inner.fields} if isinstance(inner, T.StructType) else set()
+                return F.transform(col, lambda x: F.struct(*[
+                    (x[s.name] if s.name in names else F.lit(None)).cast(s.dataType).alias(s.name)
+                    for s in typ.elementType.fields]))
+            return col.cast(typ)
+
+        return F.when(wanted, F.struct(*[field(s.name, s.dataType).alias(s.name) for s in VALUE.fields]))
+    raise HistoryError(f"column 'value' has type {dtype.simpleString()}; expected JSON text or a struct")
+
+
+def _normalise(df: DataFrame) -> DataFrame:
+    proc = F.col("process").cast("string")
+    cols = [
+        F.col("index").cast("long").alias("index"),
+        F.col("time").cast("long").alias("time"),
+        proc.alias("process"),
+        # Numeric process ids; "nemesis" (and anything else non-numeric) becomes null.
+        F.when(proc.rlike(r"^-?[0-9]+$"), proc.cast("long")).alias("pid"),
+        F.col("type"),
+        F.col("f"),
+        _normalise_value(df).alias("value"),
+        (F.col("error") if "error" in df.columns else F.lit(None).cast("string")).alias("error"),
+    ]
+    if "_corrupt" in df.columns:
+        cols.append(F.col("_corrupt"))
+    return df.select(*cols)
+
+
+def find_history(run_dir: Path) -> tuple[Path, str]:
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise HistoryError(f"{run_dir}: not a directory; pass a run directory holding history.jsonl or history.parquet")
+    for name, fmt in (("history.parquet", "parquet"), ("history.jsonl", "jsonl")):
+        p = run_dir / name
+        if p.is_file():
+            return p, fmt
+    raise HistoryError(f"{run_dir}: no history.jsonl or history.parquet; is this a run directory?")
+
+
+def load_history(spark: SparkSession, run_dir: Path | str, prefer: str | None = None) -> History:
+    """Load and validate a run's history. `prefer` ("jsonl"/"parquet") overrides the default
+    choice when both files exist."""
+    path, fmt = find_history(Path(run_dir))
+    if prefer and (Path(run_dir) / f"history.{prefer}").is_file():
+        path, fmt = Path(run_dir) / f"history.{prefer}", prefer
+    if not os.access(path, os.R_OK):
+        raise HistoryError(f"{path}: not readable; check its permissions")
+    truncated = False
+    if fmt == "jsonl":
+        tail = _cut_off_tail(path)
+        truncated = tail is not None
+        raw = (
+            spark.read.schema(RAW_JSONL)
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", "_corrupt")
+            .json(str(path))
+        )
+        if tail is not None:
+            raw = raw.filter(F.col("_corrupt").isNull() | (F.col("_corrupt") != F.lit(tail.rstrip("\r"))))
+    else:
+        try:
+            raw = spark.read.parquet(str(path))
+        except Exception as err:  # noqa: BLE001 - Spark raises many kinds; all mean unreadable
+            raise HistoryError(f"{path}: not a readable Parquet file ({str(err).splitlines()[0]})") from err
+        missing = [c for c in ("index", "time", "process", "type", "f", "value") if c not in raw.columns]
+        if missing:
+            raise HistoryError(f"{path}: missing column(s) {', '.join(missing)}; history format v1 needs them")
+    events = _normalise(raw)
+    events = events.withColumn("_problem", _problem_column(events, "_corrupt" in events.columns))
+    row = events.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.min("index").alias("lo"),
+        F.max("index").alias("hi"),
+        F.count("_problem").alias("bad"),
+    ).collect()[0]
+    n, lo, hi, bad = row["n"], row["lo"], row["hi"], row["bad"]
+    if bad or (n and hi - lo + 1 != n):
+        raise HistoryError(_describe_problem(events, path, fmt, bad, n, lo, hi))
+    events = events.drop("_problem", *(["_corrupt"] if "_corrupt" in events.columns else []))
+    return History(events=events, path=path, format=fmt, truncated=truncated, count=n)
+
+
+def _describe_problem(events: DataFrame, path: Path, fmt: str, bad: int, n: int, lo: int, hi: int) -> str:
+    fix = "fix or remove that line (history format v1: docs/history.md)"
+    if fmt == "jsonl":
+        found = scan_jsonl(path)
+        if found:
+            line, why = found
+            return f"{path}: line {line}: {why}; {fix}"
+    if bad:
+        first = events.filter(F.col("_problem").isNotNull()).select("index", "_problem").limit(1).collect()[0]
+        return f"{path}: event with index {first['index']}: {first['_problem']} ({bad} bad event(s) in all)"
+    return (f"{path}: indexes run {lo}..{hi} over {n} events; they must be 0,1,2,... with no gaps "
+            "or repeats (was the file concatenated or edited?)")

@@ -1,0 +1,76 @@
+"""Which anomalies a client/broker configuration permits: Kafka only promises what it is
+configured to promise, so finding a permitted anomaly is not a bug.
+
+The table (also in docs/checker.md). A row applies when its condition holds for the run's
+profile; the allowed set is the union of the applying rows. A missing config.json, or a missing
+field, takes the `safe` value (the strictest reading: nothing is excused by omission).
+
+| condition                                   | permits                                                        | why |
+|---------------------------------------------|----------------------------------------------------------------|-----|
+| acks = 0                                    | lost-write, unseen, inconsistent-offsets, poll-skip, nonmonotonic-poll | nothing waits for the write; offsets unknown |
+| acks = 1                                    | lost-write, unseen, inconsistent-offsets, poll-skip, nonmonotonic-poll | only the leader had it; a new leader truncates and reuses offsets |
+| unclean.leader.election.enable = true       | same as acks = 1                                               | an out-of-sync replica may become leader |
+| min.insync.replicas < 2 or replication.factor < 3 | lost-write, unseen, poll-skip                            | an acks=all write may live on one broker only |
+| enable.idempotence = false and retries > 0  | duplicate                                                      | a retried batch may be written twice |
+| … and max.in.flight > 1                     | nonmonotonic-send                                              | a retried batch may land after a later one |
+| isolation.level = read_uncommitted (txn workload) | aborted-read                                             | uncommitted and aborted records are visible |
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analysis.names import ANOMALIES
+
+SAFE: dict[str, Any] = {
+    "name": "safe",
+    "acks": "all",
+    "enable.idempotence": True,
+    "retries": 0,
+    "max.in.flight": 5,
+    "isolation.level": "read_committed",
+    "unclean.leader.election.enable": False,
+    "min.insync.replicas": 2,
+    "replication.factor": 3,
+}
+
+_LOSS = {"lost-write", "unseen", "poll-skip"}
+_DIVERGENCE = _LOSS | {"inconsistent-offsets", "nonmonotonic-poll"}
+
+# (description, predicate over the effective profile and workload, permitted anomalies)
+RULES: list[tuple[str, Any, set[str]]] = [
+    ("acks=0", lambda p, w: str(p["acks"]) == "0", _DIVERGENCE),
+    ("acks=1", lambda p, w: str(p["acks"]) == "1", _DIVERGENCE),
+    ("unclean.leader.election.enable=true", lambda p, w: bool(p["unclean.leader.election.enable"]), _DIVERGENCE),
+    ("min.insync.replicas<2", lambda p, w: int(p["min.insync.replicas"]) < 2, _LOSS),
+    ("replication.factor<3", lambda p, w: int(p["replication.factor"]) < 3, _LOSS),
+    ("no idempotence with retries", lambda p, w: not p["enable.idempotence"] and int(p["retries"]) > 0, {"duplicate"}),
+    ("no idempotence with retries and max.in.flight>1",
+     lambda p, w: not p["enable.idempotence"] and int(p["retries"]) > 0 and int(p["max.in.flight"]) > 1,
+     {"nonmonotonic-send"}),
+    ("read_uncommitted consumer in the txn workload",
+     lambda p, w: w == "txn" and p["isolation.level"] == "read_uncommitted", {"aborted-read"}),
+]
+
+
+def effective_profile(config: dict[str, Any] | None) -> dict[str, Any]:
+    """The run's profile with every missing field filled from SAFE."""
+    profile = dict(SAFE)
+    given = (config or {}).get("profile") or {}
+    profile.update({k: v for k, v in given.items() if v is not None})
+    if "name" not in given:
+        profile["name"] = "safe" if not given else "custom"
+    return profile
+
+
+def allowed(config: dict[str, Any] | None) -> tuple[set[str], list[str]]:
+    """The anomalies the run's configuration permits, and the rules that permitted them."""
+    profile = effective_profile(config)
+    workload = (config or {}).get("workload", "queue")
+    permitted: set[str] = set()
+    reasons: list[str] = []
+    for description, applies, anomalies in RULES:
+        if applies(profile, workload):
+            permitted |= anomalies
+            reasons.append(description)
+    return {a for a in ANOMALIES if a in permitted}, reasons

@@ -1,0 +1,123 @@
+"""Reference checker: plain Python, written straight from the anomaly definitions in
+docs/checker.md, one pass over the events in index order. It is the oracle the Spark checker is
+tested against, so it deliberately shares no code with analysis/anomalies.py. Small histories only.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Iterable
+
+from analysis.names import ANOMALIES
+
+
+def _offset(o: Any) -> int | None:
+    # Offsets that are null or negative (acks=0 reports -1) say nothing about a position.
+    return o if isinstance(o, int) and o >= 0 else None
+
+
+def findings(events: Iterable[dict[str, Any]]) -> dict[str, set]:
+    """Each anomaly's findings as a set of identifying tuples; len() of each set is its count."""
+    events = sorted(events, key=lambda e: e["index"])
+    positions: set[tuple[int, int, int]] = set()  # (key, offset, value)
+    read_values: set[int] = set()
+    max_read: dict[int, int] = {}
+    ok_writes: dict[int, tuple[int | None, int | None]] = {}  # value -> (key, offset)
+    failed: set[int] = set()
+    invoke_at: dict[tuple[Any, int], int] = {}
+    sends_by_proc: dict[tuple[Any, int], list[tuple[int, int, int]]] = defaultdict(list)
+    read_seq: list[tuple[Any, int, int, int]] = []  # (process, key, offset, value) or resets
+    for e in events:
+        f, t, v, p = e["f"], e["type"], e.get("value"), e["process"]
+        if p == "nemesis":
+            continue
+        if f == "send":
+            if t == "invoke":
+                invoke_at[(p, v["value"])] = e["index"]
+            elif t == "ok":
+                o = _offset(v.get("offset"))
+                ok_writes[v["value"]] = (v["key"], o)
+                if o is not None:
+                    positions.add((v["key"], o, v["value"]))
+                    order = invoke_at.get((p, v["value"]), e["index"])
+                    sends_by_proc[(p, v["key"])].append((order, o, v["value"]))
+            elif t == "fail":
+                failed.add(v["value"])
+        elif f == "txn" and t in ("ok", "fail"):
+            for s in v.get("sends") or []:
+                if t == "fail":
+                    failed.add(s["value"])
+                else:
+                    o = _offset(s.get("offset"))
+                    ok_writes[s["value"]] = (s["key"], o)
+                    if o is not None:
+                        positions.add((s["key"], o, s["value"]))
+        if f in ("poll", "txn") and t == "ok":
+            for r in v.get("records") or []:
+                positions.add((r["key"], r["offset"], r["value"]))
+                read_values.add(r["value"])
+                max_read[r["key"]] = max(max_read.get(r["key"], -1), r["offset"])
+                read_seq.append((p, r["key"], r["offset"], r["value"]))
+        elif f in ("assign", "subscribe") and t in ("ok", "info"):
+            read_seq.append((p, None, None, None))  # a reset: the read order starts over
+
+    out: dict[str, set] = {a: set() for a in ANOMALIES}
+
+    values_at: dict[tuple[int, int], set[int]] = defaultdict(set)
+    where: dict[int, set[tuple[int, int]]] = defaultdict(set)
+    for k, o, val in positions:
+        values_at[(k, o)].add(val)
+        where[val].add((k, o))
+    out["inconsistent-offsets"] = {ko for ko, vals in values_at.items() if len(vals) > 1}
+    out["duplicate"] = {val for val, ps in where.items() if len(ps) > 1}
+
+    for val, (k, o) in ok_writes.items():
+        if val in read_values:
+            continue
+        if o is not None and k in max_read and max_read[k] > o:
+            out["lost-write"].add(val)
+        else:
+            out["unseen"].add(val)
+
+    for (p, k), sends in sends_by_proc.items():
+        sends.sort()
+        for a, b in zip(sends, sends[1:]):
+            if b[1] <= a[1]:
+                out["nonmonotonic-send"].add((p, k, a[2], b[2]))
+
+    observed: dict[int, list[int]] = defaultdict(list)
+    for k, o in values_at:
+        observed[k].append(o)
+    for k in observed:
+        observed[k].sort()
+    last: dict[Any, dict[int, tuple[int, int]]] = defaultdict(dict)
+    for n, (p, k, o, val) in enumerate(read_seq):
+        if k is None:
+            last[p] = {}
+            continue
+        if k in last[p]:
+            po, pv = last[p][k]
+            if o <= po:
+                out["nonmonotonic-poll"].add((n, p, k, po, o))
+            else:
+                offs = observed[k]
+                # Observed offsets strictly between the previous and this read were skipped.
+                if bisect.bisect_left(offs, o) - bisect.bisect_right(offs, po) > 0:
+                    out["poll-skip"].add((n, p, k, po, o))
+        last[p][k] = (o, val)
+
+    out["aborted-read"] = read_values & failed
+    return out
+
+
+def counts(events: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Count of each anomaly, every name present."""
+    return {a: len(s) for a, s in findings(events).items()}
+
+
+def read_jsonl(path: Path | str) -> list[dict[str, Any]]:
+    with open(path) as fh:
+        return [json.loads(line) for line in fh if line.strip()]

@@ -1,0 +1,73 @@
+"""SparkSession factory: embedded local[*] by default, a cluster via --spark-master, or Spark
+Connect via SPARK_REMOTE. One place decides memory, partitions and how quiet Spark is."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+# Spark's own INFO/WARN chatter drowns the verdict; only errors reach the terminal.
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _log4j_file() -> str:
+    path = Path(tempfile.gettempdir()) / "kafka-chaos-analysis-log4j2.properties"
+    if not path.exists() or path.read_text() != _LOG4J2:
+        path.write_text(_LOG4J2)
+    return str(path)
+
+
+def get_session(
+    master: str | None = None,
+    driver_memory: str = "2g",
+    shuffle_partitions: int | None = None,
+    app_name: str = "kafka-chaos-checker",
+) -> SparkSession:
+    """A SparkSession for the checker.
+
+    master: None → SPARK_REMOTE (Spark Connect) if set, else ``local[*]``; or any Spark master URL
+    (``spark://host:7077``, ``yarn``, ``k8s://…``). driver_memory only takes effect when this call
+    starts the JVM (an already running session is reused as is).
+    """
+    remote = os.environ.get("SPARK_REMOTE")
+    if master is None and remote:
+        builder = SparkSession.builder.remote(remote).appName(app_name)
+        spark = builder.getOrCreate()
+        if shuffle_partitions:
+            spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        return spark
+
+    master = master or "local[*]"
+    local = master.startswith("local")
+    cores = os.cpu_count() or 2
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_log4j_file()}")
+        .config(
+            "spark.sql.shuffle.partitions",
+            str(shuffle_partitions or (max(4, 4 * cores) if local else 200)),
+        )
+    )
+    if local:
+        # Loopback only: the embedded driver must not listen on external interfaces.
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
