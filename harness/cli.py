@@ -94,6 +94,92 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
     console.print("[green]VALID[/green]: every acknowledged record was read once, at its offset, in order")
 
 
+@cli.command(name="run")
+@click.option("--brokers", default=3, show_default=True, type=click.IntRange(1, 9), help="Number of Kafka brokers.")
+@click.option("--workload", default="queue", show_default=True, help="queue (sends and polls) or txn (transactions, read_committed).")
+@click.option("--profile", default="safe", show_default=True, help="Client profile: safe, no-idempotence, acks1, acks0, minisr1, unclean, autocommit.")
+@click.option("--time-limit", default=60.0, show_default=True, type=float, help="Seconds of workload (before heal and drain).")
+@click.option("--rate", default=1000.0, show_default=True, type=float, help="Target sends per second, over all producers.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the schedule (which value goes to which partition, when).")
+@click.option("--store", default="store", show_default=True, type=click.Path(file_okay=False), help="Folder that receives the run directory.")
+@click.option("--partitions", default=8, show_default=True, type=int)
+@click.option("--producers", default=2, show_default=True, type=int)
+@click.option("--consumers", default=2, show_default=True, type=int)
+@click.option("--subscribe", is_flag=True, help="Consumers join a group (subscribe) instead of assigning partitions.")
+@click.option("--abort-probability", default=0.2, show_default=True, type=float, help="txn workload: share of transactions aborted on purpose.")
+@click.option("--drain-timeout", default=60.0, show_default=True, type=float, help="Seconds the final drain may take.")
+@click.option("--kafka-version", default=None, help="Kafka release (default: the pinned 4.x).")
+def run_command(brokers: int, workload: str, profile: str, time_limit: float, rate: float, seed: int, store: str,
+                partitions: int, producers: int, consumers: int, subscribe: bool, abort_probability: float,
+                drain_timeout: float, kafka_version: str | None) -> None:
+    """Run a workload against a fresh cluster and write its run directory; the last line printed is its path."""
+    from pathlib import Path
+
+    from harness.run import RunConfig, prepare_store, run
+
+    config = RunConfig(
+        store=Path(store), workload=workload, profile=profile, brokers=brokers, kafka_version=kafka_version,
+        time_limit_s=time_limit, rate=rate, seed=seed, partitions=partitions, producers=producers, consumers=consumers,
+        subscribe=subscribe, abort_probability=abort_probability, drain_timeout_s=drain_timeout,
+        command_line=["python", "-m", "harness", *sys.argv[1:]],
+    )
+    config.check()  # bad input: exit 2 before anything is created
+    prepare_store(config.store)
+    with RunProgress(time_limit) as progress:
+        result = run(config, progress=progress.update)
+    drain = result.drain
+    state = "complete" if drain["complete"] else f"[yellow]timed out on partitions {drain['timed_out_partitions']}[/yellow]"
+    counts = result.counts
+    console.print(
+        f"run {result.run_id}: {counts.get('ok', 0)} ok, {counts.get('fail', 0)} fail, {counts.get('info', 0)} info; "
+        f"drain {state}"
+    )
+    click.echo(str(result.run_dir))  # the last line on stdout, for scripts
+
+
+class RunProgress:
+    """A live line on stderr: phase, elapsed time, ops/s and ok/fail/info counts."""
+
+    def __init__(self, time_limit: float) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            TextColumn("{task.fields[phase]:<16}"), BarColumn(), TimeElapsedColumn(), TextColumn("{task.fields[stats]}"),
+            console=console, transient=False,
+        )
+        self.task = self.progress.add_task("run", total=time_limit, phase="preparing", stats="")
+        self.time_limit = time_limit
+        self.workload_began: float | None = None
+        self.last: tuple[float, int] = (time.monotonic(), 0)
+        self.rate = 0.0
+
+    def __enter__(self) -> "RunProgress":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def update(self, phase: str, recorder: Any) -> None:
+        now = time.monotonic()
+        completed = 0
+        if recorder is not None:
+            counts = recorder.counts
+            completed = counts["ok"] + counts["fail"] + counts["info"]
+            then, before = self.last
+            if now - then >= 1.0:
+                self.rate, self.last = (completed - before) / (now - then), (now, completed)
+            stats = f"{self.rate:>8,.0f} ops/s  ok {counts['ok']:,}  fail {counts['fail']:,}  info {counts['info']:,}"
+        else:
+            stats = ""
+        if phase == "workload" and self.workload_began is None:
+            self.workload_began = now
+        done = min(self.time_limit, now - self.workload_began) if self.workload_began else 0
+        if phase not in ("starting cluster", "workload"):
+            done = self.time_limit
+        self.progress.update(self.task, phase=phase, stats=stats, completed=done)
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:

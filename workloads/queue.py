@@ -78,21 +78,41 @@ class QueueWorkload:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.errors: list[str] = []  # unexpected exceptions in worker threads
+        self._ready: list[threading.Event] = []
+        self.started_ns = 0
 
     # --- the main phase ---------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, ready_timeout_s: float = 120.0) -> None:
+        """Start every client thread; return once each has opened its client (so the time limit
+        measures operations, not the transaction coordinator's start-up) or after `ready_timeout_s`."""
         for w in range(self.producers):
             self._spawn(f"producer-{w}", self._producer_loop, w)
         for c in range(self.consumers):
             self._spawn(f"consumer-{c}", self._consumer_loop, c)
+        deadline = time.monotonic() + ready_timeout_s
+        for event in self._ready:
+            event.wait(max(0.0, deadline - time.monotonic()))
+        self.started_ns = self.recorder.elapsed_ns()
+
+    def _opened(self) -> None:
+        self._ready[self._thread_index()].set()
+
+    def _thread_index(self) -> int:
+        return [t.ident for t in self._threads].index(threading.get_ident())
 
     def _spawn(self, name: str, target: Any, arg: int) -> None:
+        ready = threading.Event()
+
         def guarded() -> None:
             try:
                 target(arg)
             except Exception as exc:  # recorded for the run, never silently lost
                 log.exception("%s died", name)
                 self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+            finally:
+                ready.set()
+
+        self._ready.append(ready)
 
         thread = threading.Thread(target=guarded, name=name, daemon=True)
         self._threads.append(thread)
@@ -115,6 +135,7 @@ class QueueWorkload:
         rng = random.Random(self.seed * 1_000_003 + w)
         per_second = self.rate / self.producers
         client, n = self.new_producer(), 0
+        self._opened()
         began = time.monotonic()
         try:
             while not self._stop.is_set():
@@ -145,6 +166,7 @@ class QueueWorkload:
     def _consumer_loop(self, c: int) -> None:
         rng = random.Random(self.seed * 1_000_003 + 10_000 + c)
         client = self.new_consumer(group=self.subscribe)
+        self._opened()
         try:
             if self.subscribe:
                 client.subscribe(list(range(self.partitions)))

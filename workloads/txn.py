@@ -152,6 +152,7 @@ class TxnWorkload(QueueWorkload):
         rng = random.Random(self.seed * 1_000_003 + w)
         per_second = self.rate / self.producers
         client, n = self.new_txn_producer(w), 0
+        self._opened()
         began = time.monotonic()
         try:
             while not self._stop.is_set():
