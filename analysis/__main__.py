@@ -1,0 +1,3 @@
+from analysis.cli import main
+
+main(prog_name="python -m analysis")
