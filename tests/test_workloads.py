@@ -1,0 +1,151 @@
+"""Recorded workloads against real Kafka, and the `run` command's refusals of bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from harness.history import read_history, validate_history
+from harness.run import RunConfig, run
+
+ROOT = Path(__file__).parents[1]
+
+
+def harness_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
+
+
+def acknowledged(events) -> dict[int, tuple[int, int]]:
+    """value -> (partition, offset) of every send the cluster acknowledged (sends and committed txns)."""
+    acked = {}
+    for e in events:
+        if e["type"] == "ok" and e["f"] == "send":
+            acked[e["value"]["value"]] = (e["value"]["key"], e["value"]["offset"])
+        elif e["type"] == "ok" and e["f"] == "txn":
+            acked.update({s["value"]: (s["key"], s["offset"]) for s in e["value"]["sends"]})
+    return acked
+
+
+def reads_by_process(events, processes) -> dict[int, list[tuple[int, int, int]]]:
+    reads = {p: [] for p in processes}
+    for e in events:
+        if e["process"] in reads and e["f"] == "poll" and e["type"] == "ok":
+            reads[e["process"]].extend((r["key"], r["offset"], r["value"]) for r in e["value"]["records"])
+    return reads
+
+
+def assert_drain_read_every_acknowledged_send_once_at_its_offset(run_dir: Path, events) -> dict[int, tuple[int, int]]:
+    config = json.loads((run_dir / "config.json").read_text())
+    drain = config["drain"]
+    assert drain["complete"] is True and drain["timed_out_partitions"] == []
+    acked = acknowledged(events)
+    assert acked, "nothing was acknowledged"
+    reads = reads_by_process(events, drain["processes"])
+    assert reads and len(reads) == config["consumers"]
+    for process, records in reads.items():
+        counts = Counter(value for _, _, value in records)
+        positions = {value: (key, offset) for key, offset, value in records}
+        missing = [v for v in acked if v not in counts]
+        assert not missing, f"drain process {process} never read acknowledged values {missing[:10]}"
+        assert [v for v in acked if counts[v] != 1] == [], "an acknowledged value was read more than once"
+        assert [v for v in acked if positions[v] != acked[v]] == [], "a value was read at another offset than acknowledged"
+    hw = drain["high_watermarks"]
+    assert sorted(hw) == sorted(str(p) for p in range(config["partitions"]))
+    return acked
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_fault_free_queue_run_keeps_every_acknowledged_send(prepared, tmp_path: Path, report_figure):
+    result = run(RunConfig(store=tmp_path / "store", workload="queue", time_limit_s=30, rate=1000, seed=7,
+                           command_line=["test"]))
+    run_dir = result.run_dir
+    for name in ("config.json", "cluster.json", "history.jsonl", "history.parquet", "brokers/1/server.log"):
+        assert (run_dir / name).exists(), name
+    assert not (run_dir / "FAILED").exists()
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["status"] == "completed" and config["seed"] == 7 and config["kafka_version"] == prepared.kafka.version
+    assert config["profile"]["name"] == "safe" and config["nemesis"] == [] and config["worker_errors"] == []
+    cluster = json.loads((run_dir / "cluster.json").read_text())
+    assert [b["node_id"] for b in cluster["brokers"]] == [1, 2, 3] and cluster["run_id"] == result.run_id
+
+    assert validate_history(run_dir / "history.jsonl") == []
+    events = read_history(run_dir / "history.jsonl")
+    assert pq.read_table(run_dir / "history.parquet").num_rows == len(events)
+    sends = Counter(e["type"] for e in events if e["f"] == "send" and e["type"] != "invoke")
+    assert sends["fail"] == 0 and sends["info"] == 0, sends  # fault-free: every send is acknowledged
+    assert sends["ok"] >= 0.8 * 30 * 1000, f"only {sends['ok']} sends in 30 s at 1000/s"
+    workload_reads = sum(len(e["value"]["records"]) for e in events
+                         if e["f"] == "poll" and e["type"] == "ok" and e["process"] not in config["drain"]["processes"])
+    assert workload_reads > 0, "the consumers read nothing during the workload"
+    acked = assert_drain_read_every_acknowledged_send_once_at_its_offset(run_dir, events)
+    epochs = {r["epoch"] for e in events if e["f"] == "poll" and e["type"] == "ok" for r in e["value"]["records"]}
+    assert epochs and None not in epochs, "consumed records carry their leader epoch"
+    report_figure(f"queue run: {len(acked)} acknowledged sends, {len(events)} events, "
+                  f"workload {result.seconds['workload']:.1f} s, drain {result.seconds['drain']:.1f} s")
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_transactional_run_never_shows_an_aborted_record_to_read_committed(prepared, tmp_path: Path, report_figure):
+    store = tmp_path / "store"
+    done = harness_cli("run", "--workload", "txn", "--time-limit", "15", "--rate", "300", "--abort-probability", "0.3",
+                       "--seed", "5", "--store", str(store))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = Path(done.stdout.strip().splitlines()[-1])  # the path is the last line
+    assert run_dir.parent == store.resolve() and (run_dir / "history.parquet").exists()
+    assert validate_history(run_dir / "history.jsonl") == []
+    events = read_history(run_dir / "history.jsonl")
+    outcomes = Counter(e["type"] for e in events if e["f"] == "txn" and e["type"] != "invoke")
+    assert outcomes["ok"] >= 5 and outcomes["fail"] >= 2, outcomes
+    aborted = {s["value"] for e in events if e["f"] == "txn" and e["type"] == "fail" for s in e["value"]["sends"]}
+    read = [r["value"] for e in events if e["f"] == "poll" and e["type"] == "ok" for r in e["value"]["records"]]
+    assert read and not aborted & set(read), f"read_committed consumers read aborted values {sorted(aborted & set(read))[:10]}"
+    assert_drain_read_every_acknowledged_send_once_at_its_offset(run_dir, events)
+    report_figure(f"txn run: {outcomes['ok']} committed, {outcomes['fail']} aborted, {outcomes['info']} unknown; "
+                  f"{len(read)} records read, none aborted")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--workload", "nope"], "unknown workload 'nope'"),
+        (["--rate", "0"], "rate=0.0: the rate must be greater than 0"),
+        (["--rate", "-5"], "rate=-5.0"),
+        (["--profile", "reckless"], "unknown profile 'reckless'"),
+        (["--time-limit", "0"], "time limit"),
+    ],
+)
+def test_run_refuses_bad_input_with_exit_2_and_creates_nothing(tmp_path: Path, args, message):
+    store = tmp_path / "store"
+    done = harness_cli("run", "--store", str(store), *args, timeout=60)
+    assert done.returncode == 2
+    assert message in done.stderr and "hint:" in done.stderr
+    assert not store.exists() or not any(store.iterdir())
+
+
+def test_run_refuses_an_unwritable_store(tmp_path: Path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    done = harness_cli("run", "--store", str(blocker / "store"), timeout=60)
+    assert done.returncode == 2
+    assert "is not a writable folder" in done.stderr and "--store" in done.stderr
+    assert blocker.read_text() == "not a folder"
+
+
+@pytest.mark.docker
+def test_a_run_that_fails_midway_leaves_its_directory_marked_failed(prepared, tmp_path: Path):
+    store = tmp_path / "store"
+    done = harness_cli("run", "--store", str(store), "--kafka-version", "not-a-version", "--time-limit", "1", timeout=120)
+    assert done.returncode == 2 and "error:" in done.stderr
+    (run_dir,) = list(store.iterdir())
+    assert (run_dir / "FAILED").read_text().strip()
+    assert json.loads((run_dir / "config.json").read_text())["status"] == "failed"
