@@ -24,11 +24,15 @@ class NodeSpec:
 
     node_id: int
     hostname: str
-    roles: tuple[str, ...]  # subset of ("broker", "controller"); empty in ZooKeeper mode means broker
+    roles: tuple[str, ...]  # subset of ("broker", "controller"); () is a ZooKeeper-mode broker; ("zookeeper",)
 
     @property
     def is_broker(self) -> bool:
         return "broker" in self.roles or not self.roles
+
+    @property
+    def is_zookeeper(self) -> bool:
+        return "zookeeper" in self.roles
 
     @property
     def is_controller(self) -> bool:
@@ -91,6 +95,20 @@ def server_properties(
     lines = [f"# node {node.node_id} ({node.hostname}), written by the harness"]
     lines += [f"{key}={value}" for key, value in props.items()]
     return "\n".join(lines) + "\n"
+
+
+ZOOKEEPER_PORT = 2181
+
+
+def zookeeper_properties() -> str:
+    """A standalone ZooKeeper for ZooKeeper-era Kafka, run from the Kafka version's own jars."""
+    return (
+        "dataDir=/var/lib/zookeeper\n"
+        f"clientPort={ZOOKEEPER_PORT}\n"
+        "maxClientCnxns=0\n"
+        "admin.enableServer=false\n"
+        "4lw.commands.whitelist=*\n"
+    )
 
 
 def log4j2_properties() -> str:

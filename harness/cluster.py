@@ -6,7 +6,9 @@
         producer = Producer({"bootstrap.servers": cluster.bootstrap_servers()})
 
 KRaft combined mode (every node broker+controller) by default, or a separate
-controller quorum with `with_separate_controllers(n)`. Every container and
+controller quorum with `with_separate_controllers(n)`. Versions before KRaft
+(and 3.x on request, `metadata="zookeeper"`) run with one ZooKeeper node,
+started from the same version's jars. Every container and
 network carries the run-id label; teardown removes them also on exceptions
 and Ctrl-C, and `python -m harness cleanup` removes what a killed run left.
 """
@@ -30,10 +32,18 @@ from testcontainers.core.config import testcontainers_config
 from testcontainers.core.network import Network
 
 from harness.bootstrap import prepare
-from harness.broker_config import NODE_DIR, NodeSpec, log4j1_properties, log4j2_properties, server_properties
+from harness.broker_config import (
+    NODE_DIR,
+    ZOOKEEPER_PORT,
+    NodeSpec,
+    log4j1_properties,
+    log4j2_properties,
+    server_properties,
+    zookeeper_properties,
+)
 from harness.errors import ClusterError
 from harness.kafka_jars import KafkaDistribution
-from harness.node import KafkaNodeContainer, Node, network_address, start_script
+from harness.node import KAFKA_MAIN, ZOOKEEPER_MAIN, KafkaNodeContainer, Node, network_address, start_script
 from harness.quorum import read_active_controller
 from harness.settings import RUN_LABEL
 
@@ -62,6 +72,7 @@ class KafkaCluster:
         broker_config: dict[str, Any] | None = None,
         *,
         controllers: int = 0,
+        metadata: str | None = None,
         run_id: str | None = None,
         work_dir: Path | str | None = None,
         ready_timeout_s: float = 120.0,
@@ -70,6 +81,9 @@ class KafkaCluster:
             raise ClusterError(f"brokers={brokers!r}: a cluster needs between 1 and 9 brokers.", hint="use brokers=3 for replication tests")
         if not isinstance(controllers, int) or controllers < 0 or controllers > 5:
             raise ClusterError(f"controllers={controllers!r}: use 0 (combined mode) or 1 to 5 separate controllers.")
+        if metadata not in (None, "kraft", "zookeeper"):
+            raise ClusterError(f"metadata={metadata!r}: use 'kraft' or 'zookeeper' (or leave it out to choose by version).")
+        self.metadata = metadata
         self.broker_count = brokers
         self.controller_count = controllers
         self.kafka_version = kafka_version
@@ -80,6 +94,7 @@ class KafkaCluster:
         self._owns_work_dir = work_dir is None
         self.brokers: list[Node] = []
         self.controllers: list[Node] = []
+        self.zookeeper: Node | None = None
         self.network: Network | None = None
         self.distribution: KafkaDistribution | None = None
         self.cluster_id = new_cluster_id()
@@ -114,17 +129,14 @@ class KafkaCluster:
     @property
     def nodes(self) -> list[Node]:
         """Every node, brokers first; in combined mode brokers are the controllers."""
-        return self.brokers + [c for c in self.controllers if c not in self.brokers]
+        extra = [self.zookeeper] if self.zookeeper else []
+        return extra + self.brokers + [c for c in self.controllers if c not in self.brokers]
 
     def start(self) -> Self:
         began = time.monotonic()
         prepared = prepare(self.kafka_version)
         self.distribution = prepared.kafka
-        if not self.distribution.supports_kraft:
-            raise ClusterError(
-                f"Kafka {self.distribution.version} predates KRaft and needs ZooKeeper, which this cluster does not start yet.",
-                hint="use Kafka 3.3 or newer",
-            )
+        self.metadata = self._metadata_mode(self.distribution)
         self.timings["prepare_s"] = time.monotonic() - began
         try:
             self._create_nodes(prepared.image)
@@ -137,7 +149,24 @@ class KafkaCluster:
         log.info("cluster %s ready in %.1f s: %s", self.run_id, self.timings["ready_s"], self.bootstrap_servers())
         return self
 
+    def _metadata_mode(self, dist: KafkaDistribution) -> str:
+        if self.metadata is None:
+            return "kraft" if dist.supports_kraft else "zookeeper"
+        if self.metadata == "kraft" and not dist.supports_kraft:
+            raise ClusterError(f"Kafka {dist.version} predates KRaft (3.3).", hint="leave metadata unset or use 'zookeeper'")
+        if self.metadata == "zookeeper" and dist.requires_kraft:
+            raise ClusterError(f"Kafka {dist.version} has no ZooKeeper mode (removed in 4.0).", hint="use 'kraft' or a 3.x version")
+        if self.metadata == "zookeeper" and self.controller_count:
+            raise ClusterError("separate controllers are a KRaft feature; ZooKeeper mode elects its controller among brokers.")
+        return self.metadata
+
+    @property
+    def is_kraft(self) -> bool:
+        return self.metadata == "kraft"
+
     def _node_specs(self) -> tuple[list[NodeSpec], list[NodeSpec]]:
+        if not self.is_kraft:
+            return [NodeSpec(i, f"kafka-{i}", ()) for i in range(1, self.broker_count + 1)], []
         if self.controller_count == 0:
             brokers = [NodeSpec(i, f"kafka-{i}", ("broker", "controller")) for i in range(1, self.broker_count + 1)]
             return brokers, brokers
@@ -153,6 +182,8 @@ class KafkaCluster:
         self.network.create()
         broker_specs, controller_specs = self._node_specs()
         all_specs = broker_specs + [c for c in controller_specs if c not in broker_specs]
+        if not self.is_kraft:
+            all_specs.insert(0, NodeSpec(0, "zookeeper", ("zookeeper",)))
         assert self.distribution is not None
         for spec in all_specs:
             node_dir = self.work_dir / "brokers" / str(spec.node_id)
@@ -167,7 +198,10 @@ class KafkaCluster:
             )
             node = Node(spec=spec, container=container, node_dir=node_dir)
             # Registered before start so that teardown finds it even if start fails halfway.
-            (self.brokers if spec.is_broker else self.controllers).append(node)
+            if spec.is_zookeeper:
+                self.zookeeper = node
+            else:
+                (self.brokers if spec.is_broker else self.controllers).append(node)
             if spec.is_controller and spec.is_broker:
                 self.controllers.append(node)
             container.start()
@@ -179,14 +213,20 @@ class KafkaCluster:
     def _write_node_files(self, node: Node, broker_specs: list[NodeSpec], controller_specs: list[NodeSpec]) -> None:
         assert self.distribution is not None
         conf = node.node_dir / "conf"
-        props = server_properties(
-            node.spec,
-            controllers=controller_specs,
-            broker_count=len(broker_specs),
-            host_port=node.host_port,
-            overrides=self.broker_config if node.spec.is_broker else None,
-        )
-        (conf / "server.properties").write_text(props)
+        main = KAFKA_MAIN
+        if node.spec.is_zookeeper:
+            (conf / "zookeeper.properties").write_text(zookeeper_properties())
+            main = ZOOKEEPER_MAIN
+        else:
+            props = server_properties(
+                node.spec,
+                controllers=controller_specs,
+                broker_count=len(broker_specs),
+                host_port=node.host_port,
+                zookeeper_connect=None if self.is_kraft else f"zookeeper:{ZOOKEEPER_PORT}",
+                overrides=self.broker_config if node.spec.is_broker else None,
+            )
+            (conf / "server.properties").write_text(props)
         if self.distribution.logging == "log4j2":
             (conf / "log4j2.properties").write_text(log4j2_properties())
             log_opt = f"-Dlog4j2.configurationFile={conf_path(node, 'log4j2.properties')}"
@@ -194,13 +234,30 @@ class KafkaCluster:
             (conf / "log4j.properties").write_text(log4j1_properties())
             log_opt = f"-Dlog4j.configuration=file:{conf_path(node, 'log4j.properties')}"
         script = node.node_dir / "start.sh"
-        script.write_text(start_script(log_opt))
+        script.write_text(start_script(log_opt, main=main))
         script.chmod(0o755)
         node.clock_offset_path.write_text("+0\n")
 
     def _start_processes(self) -> None:
-        with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
-            list(pool.map(lambda n: n.start_process(format_cluster_id=self.cluster_id), self.nodes))
+        if self.zookeeper is not None:
+            self.zookeeper.start_process()
+            self._wait_zookeeper()
+        kafka_nodes = [n for n in self.nodes if n is not self.zookeeper]
+        format_id = self.cluster_id if self.is_kraft else None  # ZooKeeper-mode storage needs no format
+        with ThreadPoolExecutor(max_workers=len(kafka_nodes)) as pool:
+            list(pool.map(lambda n: n.start_process(format_cluster_id=format_id), kafka_nodes))
+
+    def _wait_zookeeper(self, timeout_s: float = 60.0) -> None:
+        assert self.zookeeper is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            code, out = self.zookeeper.exec(f"echo ruok | nc -w 2 localhost {ZOOKEEPER_PORT}")
+            if "imok" in out:
+                return
+            if self.zookeeper.pid() is None:
+                break
+            time.sleep(0.3)
+        raise ClusterError("ZooKeeper did not start.", hint="its log is below", details=self.zookeeper.log_tail())
 
     def _wait_ready(self, began: float) -> None:
         """Ready: every node's JVM runs and a metadata request from the host lists every broker."""
@@ -243,7 +300,7 @@ class KafkaCluster:
         if nodes:
             with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
                 list(pool.map(remove, nodes))
-        self.brokers, self.controllers = [], []
+        self.brokers, self.controllers, self.zookeeper = [], [], None
         if self.network is not None and self.network._network is not None:
             try:
                 self.network.remove()
@@ -295,7 +352,11 @@ class KafkaCluster:
         }
 
     def active_controller(self) -> Node | None:
-        """The KRaft quorum leader, read from the controllers' own quorum state; None during an election."""
+        """The active controller, None during an election. KRaft: the quorum leader, read from the
+        controllers' own quorum state. ZooKeeper mode: the broker that metadata names as controller."""
+        if not self.is_kraft:
+            controller_id = self.admin().list_topics(timeout=10).controller_id
+            return self.node(controller_id) if controller_id >= 0 else None
         leader_id = read_active_controller(self.controllers)
         return self.node(leader_id) if leader_id is not None else None
 

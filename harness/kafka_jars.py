@@ -25,7 +25,11 @@ from harness.settings import cache_dir
 log = logging.getLogger(__name__)
 
 VERSION_PATTERN = re.compile(r"^\d+\.\d+\.\d+(\.\d+)?$")
+# Bump when what goes into a version's folder changes, so old caches are resolved again.
+RESOLVER_REVISION = 2
 RELOAD4J_VERSION = "1.2.25"
+# Kafka before 1.0 base64-encodes its cluster id with javax.xml.bind, which Java 11+ no longer ships.
+JAXB_API = "javax.xml.bind:jaxb-api:2.3.1"
 LOG4J1_VERSION = "1.2.17"
 
 
@@ -80,6 +84,8 @@ def load_cached(version: str) -> KafkaDistribution | None:
     if not manifest.exists():
         return None
     data = json.loads(manifest.read_text())
+    if data.get("revision") != RESOLVER_REVISION:
+        return None
     return KafkaDistribution(version=version, scala=data["scala"], libs=distribution_dir(version) / "libs", logging=data["logging"])
 
 
@@ -113,8 +119,10 @@ def resolve_into(version: str, root: Path) -> KafkaDistribution:
             scala=scala,
         )
         logging_kind = add_logging_backend(libs, scratch)
+        if parse_version(version) < (1, 0):
+            copy_artifact(JAXB_API, libs, scratch)
         (scratch / "manifest.json").write_text(
-            json.dumps({"version": version, "scala": scala, "logging": logging_kind, "jars": sorted(p.name for p in libs.glob("*.jar"))}, indent=1)
+            json.dumps({"revision": RESOLVER_REVISION, "version": version, "scala": scala, "logging": logging_kind, "jars": sorted(p.name for p in libs.glob("*.jar"))}, indent=1)
         )
         shutil.rmtree(root, ignore_errors=True)
         (scratch / "pom.xml").unlink()
@@ -198,10 +206,10 @@ def add_logging_backend(libs: Path, scratch: Path) -> str:
             else:
                 extra += [f"org.slf4j:slf4j-log4j12:{slf4j}", f"log4j:log4j:{LOG4J1_VERSION}"]
     for coordinate in extra:
-        run_maven(
-            ["dependency:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={libs}"],
-            cwd=scratch,
-            version=coordinate,
-            scala="",
-        )
+        copy_artifact(coordinate, libs, scratch)
     return kind
+
+
+def copy_artifact(coordinate: str, libs: Path, scratch: Path) -> None:
+    """Copy one artifact (no transitive dependencies) into `libs`."""
+    run_maven(["dependency:copy", f"-Dartifact={coordinate}", f"-DoutputDirectory={libs}"], cwd=scratch, version=coordinate, scala="")

@@ -40,15 +40,24 @@ if [ "${{1:-}}" = "--format" ]; then
 fi
 echo "--- start $(date -u +%FT%TZ)" >> stdout.log
 LD_PRELOAD={faketime} FAKETIME_TIMESTAMP_FILE={node_dir}/clock/offset FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0 FAKETIME_CACHE_DURATION=1 \\
-  nohup java {jvm_opts} {log_opt} -cp '{libs}/*' kafka.Kafka conf/server.properties >> stdout.log 2>&1 < /dev/null &
+  nohup java {jvm_opts} {log_opt} -cp '{libs}/*' {main} >> stdout.log 2>&1 < /dev/null &
 echo $! > kafka.pid
 cat kafka.pid
 """
 
 
-def start_script(log_opt: str, heap: str = DEFAULT_HEAP) -> str:
-    jvm_opts = f"{heap} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true -Dkafka.logs.dir={NODE_DIR}"
-    return START_SCRIPT.format(node_dir=NODE_DIR, libs=KAFKA_LIBS, log_opt=log_opt, faketime=FAKETIME_LIB, jvm_opts=jvm_opts)
+# Kafka before 2.x reaches into JDK internals (mmap'd index unmapping through
+# sun.nio.ch.DirectBuffer); Java 17 refuses that unless these are opened.
+JDK17_OPENS = "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED --add-exports=java.base/sun.nio.ch=ALL-UNNAMED --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/java.lang=ALL-UNNAMED"
+
+KAFKA_MAIN = "kafka.Kafka conf/server.properties"
+ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain conf/zookeeper.properties"
+
+
+def start_script(log_opt: str, main: str = KAFKA_MAIN, heap: str = DEFAULT_HEAP) -> str:
+    """The node's start script; `main` is the JVM's main class and arguments (Kafka or ZooKeeper)."""
+    jvm_opts = f"{heap} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true -Dkafka.logs.dir={NODE_DIR} {JDK17_OPENS}"
+    return START_SCRIPT.format(node_dir=NODE_DIR, libs=KAFKA_LIBS, log_opt=log_opt, faketime=FAKETIME_LIB, jvm_opts=jvm_opts, main=main)
 
 
 class KafkaNodeContainer(DockerContainer):
