@@ -367,14 +367,28 @@ class KafkaCluster:
         replication_factor: int = 3,
         config: dict[str, Any] | None = None,
         timeout_s: float = 60.0,
+        replica_assignment: list[list[int]] | None = None,
     ) -> None:
-        """Create a topic and wait until every partition has a leader."""
-        if replication_factor > self.broker_count:
+        """Create a topic and wait until every partition has a leader.
+
+        `replica_assignment` places replicas explicitly (one list of broker ids per
+        partition, preferred leader first); it overrides `partitions` and
+        `replication_factor`."""
+        topic_config = {k: str(v) for k, v in (config or {}).items()}
+        if replica_assignment is not None:
+            known = {b.node_id for b in self.brokers}
+            unknown = sorted({r for replicas in replica_assignment for r in replicas} - known)
+            if unknown:
+                raise ClusterError(f"replica assignment names brokers {unknown} that this cluster does not have (it has {sorted(known)}).")
+            partitions = len(replica_assignment)
+            new = NewTopic(name, num_partitions=partitions, replica_assignment=replica_assignment, config=topic_config)
+        elif replication_factor > self.broker_count:
             raise ClusterError(
                 f"replication_factor={replication_factor} exceeds the {self.broker_count} brokers of this cluster.",
                 hint="lower the replication factor or start more brokers",
             )
-        new = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config={k: str(v) for k, v in (config or {}).items()})
+        else:
+            new = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=topic_config)
         try:
             self.admin().create_topics([new], operation_timeout=timeout_s)[name].result(timeout=timeout_s)
         except KafkaException as exc:
