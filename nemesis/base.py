@@ -43,6 +43,12 @@ class Nemesis:
         """Undo every fault this nemesis may have left; safe to call at any time."""
         raise NotImplementedError
 
+    def options(self) -> dict[str, Any]:
+        """The settings that shape this nemesis's faults (for config.json)."""
+        return {k: v for k, v in vars(self).items() if k in self.option_names}
+
+    option_names: tuple[str, ...] = ()
+
     # --- helpers shared by the fault kinds --------------------------------------
     def record(self, f: str, value: dict[str, Any]) -> None:
         log.info("%s %s", f, value)

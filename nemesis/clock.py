@@ -35,6 +35,8 @@ def random_offset_ms(rng: random.Random, low_ms: int = 100, high_ms: int = 300_0
 
 
 class ClockNemesis(Nemesis):
+
+    option_names = ("modes", "strobe_period_s", "strobe_duration_s")
     name = "clock"
 
     def __init__(self, modes: tuple[str, ...] = MODES, strobe_period_s: float = 1.0, strobe_duration_s: float = 10.0) -> None:

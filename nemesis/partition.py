@@ -73,6 +73,8 @@ def one_way(grudge: Grudge) -> Grudge:
 class PartitionNemesis(Nemesis):
     """Starts a partition of a seeded shape among the configured ones; stop heals it."""
 
+    option_names = ("shapes", "one_way_cuts")
+
     name = "partition"
 
     def __init__(self, shapes: tuple[str, ...] = ("one", "leader", "controller", "halves"), one_way_cuts: bool = False) -> None:
@@ -160,6 +162,8 @@ class PartitionNemesis(Nemesis):
 
 class PacketLossNemesis(Nemesis):
     """Random packet drop with probability p between chosen brokers (iptables `statistic`; no netem here)."""
+
+    option_names = ("probability", "target")
 
     name = "loss"
 

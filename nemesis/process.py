@@ -20,6 +20,8 @@ from nemesis.targets import NODE_TARGETS, choose_nodes
 class ProcessNemesis(Nemesis):
     """Base of kill and pause: remembers its victims so that stop and teardown undo exactly them."""
 
+    option_names = ("targets",)
+
     start_f = stop_f = ""
 
     def __init__(self, targets: tuple[str, ...] = ("one", "leader", "controller")) -> None:

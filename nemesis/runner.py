@@ -56,23 +56,46 @@ def build_nemeses(
 class NemesisRunner:
     """Executes a seeded schedule in one bounded background thread."""
 
-    def __init__(self, nemeses: dict[str, Nemesis], time_limit_s: float, interval_s: float = 10.0, seed: int = 0, isr_timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        nemeses: dict[str, Nemesis],
+        time_limit_s: float,
+        interval_s: float = 10.0,
+        seed: int = 0,
+        isr_timeout_s: float = 120.0,
+        topic: str | None = None,
+    ) -> None:
         if interval_s <= 0:
             raise HarnessError(f"nemesis interval {interval_s} must be > 0 seconds")
-        self.nemeses, self.seed, self.isr_timeout_s = nemeses, seed, isr_timeout_s
+        self.nemeses, self.seed, self.isr_timeout_s, self.interval_s = nemeses, seed, isr_timeout_s, interval_s
         self.schedule: list[FaultEvent] = build_schedule(list(nemeses), time_limit_s, interval_s, seed)
         self._rngs = {name: package_rng(seed, name, "choices") for name in nemeses}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.cluster: KafkaCluster | None = None
         self.recorder: NemesisRecorder | None = None
-        self.topic: str | None = None
+        self.topic: str | None = topic  # the workload topic: 'leader' targets lead one of its partitions
         self.errors: list[str] = []
+        self.heal_outcome: dict[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return "+".join(self.nemeses) or "none"
+
+    def describe(self) -> dict[str, Any]:
+        """What config.json needs to reproduce and explain the faults."""
+        return {
+            "packages": list(self.nemeses),
+            "interval_s": self.interval_s,
+            "seed": self.seed,
+            "options": {name: nemesis.options() for name, nemesis in self.nemeses.items()},
+            "schedule": [e.as_dict() for e in self.schedule],
+        }
 
     def setup(self, cluster: "KafkaCluster", recorder: NemesisRecorder | None = None, topic: str | None = None) -> "NemesisRunner":
-        self.cluster, self.recorder, self.topic = cluster, recorder, topic
+        self.cluster, self.recorder, self.topic = cluster, recorder, topic or self.topic
         for nemesis in self.nemeses.values():
-            nemesis.setup(cluster, recorder, topic)
+            nemesis.setup(cluster, recorder, self.topic)
         return self
 
     def start(self) -> None:
@@ -113,6 +136,7 @@ class NemesisRunner:
         outcome = self.wait_for_full_isr()
         if self.recorder is not None:
             self.recorder.nemesis("heal", outcome)
+        self.heal_outcome = outcome
         return outcome
 
     def wait_for_full_isr(self) -> dict[str, Any]:
