@@ -67,19 +67,18 @@ class ProducerClient:
         value = int(msg.value())
         key = self.outstanding.pop(value, msg.partition())
         if err is None:
-            offset = msg.offset()
-            self.recorder.record(self.process, "ok", "send",
-                                 {"key": key, "value": value, "offset": offset if offset >= 0 else None, "epoch": _epoch(msg)})
+            offset, epoch = msg.offset(), msg.leader_epoch()  # epoch: see _epoch
+            self.recorder.send(self.process, "ok", key, value, offset if offset >= 0 else None,
+                               epoch if epoch is not None and epoch >= 0 else None)
         else:
             if err.fatal():
                 self.fatal = error_text(err)
-            self.recorder.record(self.process, send_outcome(err), "send",
-                                 {"key": key, "value": value, "offset": None, "epoch": None}, error_text(err))
+            self.recorder.send(self.process, send_outcome(err), key, value, None, None, error_text(err))
 
     def send(self, key: int, value: int, deadline_s: float = 5.0) -> None:
         """Invoke a send; its completion is recorded from the delivery report (pipelined)."""
         assert self.producer is not None
-        self.recorder.record(self.process, "invoke", "send", {"key": key, "value": value})
+        self.recorder.send(self.process, "invoke", key, value)
         self.outstanding[value] = key
         give_up = None
         while True:
@@ -101,7 +100,7 @@ class ProducerClient:
 
     def _never_sent(self, key: int, value: int, error: str) -> None:
         self.outstanding.pop(value, None)
-        self.recorder.record(self.process, "fail", "send", {"key": key, "value": value, "offset": None, "epoch": None}, error)
+        self.recorder.send(self.process, "fail", key, value, None, None, error)
 
     def poll(self, timeout: float = 0) -> None:
         if self.producer is not None:
@@ -115,8 +114,7 @@ class ProducerClient:
             self.producer.flush(timeout_s)
         finally:
             for value, key in list(self.outstanding.items()):
-                self.recorder.record(self.process, "info", "send", {"key": key, "value": value, "offset": None, "epoch": None},
-                                     f"unresolved after waiting {timeout_s:.0f} s at close")
+                self.recorder.send(self.process, "info", key, value, None, None, f"unresolved after waiting {timeout_s:.0f} s at close")
             self.outstanding.clear()
             self.producer = None
 
