@@ -1,0 +1,227 @@
+"""One run's HTML report, `RUN_DIR/report.html`: verdict first, then run facts, the timeline
+(throughput, latency, consumer lag, faults as bands), each anomaly's examples with offset
+plots of the affected partitions, and links to the broker logs.
+
+The report only reads: results.json (the checker's verdict, never written here), config.json,
+cluster.json, the history, and the broker folders. Any of them may be missing; the page says so.
+A results.json that exists but is not the checker's JSON is an error (exit 2 from the CLI).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+
+from analysis import html
+from analysis.names import ANOMALIES
+from analysis.report_templates import REPORT
+from harness.errors import HarnessError
+
+DEFINITIONS = {
+    "inconsistent-offsets": "one (partition, offset) observed holding two or more different values",
+    "duplicate": "one value observed at two or more different (partition, offset) positions",
+    "lost-write": "an acknowledged write no read ever returned, although reads went past its offset",
+    "unseen": "an acknowledged write no read returned (lost, when the final drain completed)",
+    "nonmonotonic-send": "one producer's acknowledged offsets on a partition went backwards",
+    "nonmonotonic-poll": "one consumer read offsets on a partition that did not increase",
+    "poll-skip": "one consumer skipped over a record known to exist between two reads",
+    "aborted-read": "a read returned a value whose write or transaction definitely failed",
+}
+MAX_PARTITIONS_PER_KIND = 3
+MAX_OFFSET_PLOTS = 12
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any] | None:
+    """The JSON object in `path`, None when absent; HarnessError when it is not an object."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"{path}: {what} is not valid JSON ({exc}).",
+                           hint=f"re-create it (for results.json: python -m analysis check {path.parent})") from exc
+    if not isinstance(data, dict):
+        raise HarnessError(f"{path}: {what} must hold a JSON object.", hint=f"re-create it: python -m analysis check {path.parent}")
+    return data
+
+
+def load_results(run_dir: Path) -> dict[str, Any] | None:
+    """results.json checked for the fields the report uses; None when the run is not checked yet."""
+    results = _read_json(run_dir / "results.json", "results.json")
+    if results is None:
+        return None
+    missing = [k for k in ("verdict", "counts", "headline") if not isinstance(results.get(k), (str, dict))]
+    if missing:
+        raise HarnessError(f"{run_dir / 'results.json'}: malformed results (missing {', '.join(missing)}).",
+                           hint=f"re-run the check: python -m analysis check {run_dir}")
+    return results
+
+
+def _reproduce(config: dict[str, Any]) -> str:
+    """The `harness run` command line that repeats this run's schedule (seed, sizes, version)."""
+    prof = config.get("profile")
+    args = ["python", "-m", "harness", "run", "--workload", str(config.get("workload", "queue"))]
+    if isinstance(prof, dict) and prof.get("name"):
+        args += ["--profile", str(prof["name"])]
+    for flag, key in (("--brokers", "brokers"), ("--time-limit", "time_limit_s"), ("--rate", "rate"),
+                      ("--seed", "seed"), ("--partitions", "partitions"), ("--producers", "producers"),
+                      ("--consumers", "consumers"), ("--drain-timeout", "drain_timeout_s"),
+                      ("--kafka-version", "kafka_version")):
+        if config.get(key) is not None:
+            args += [flag, str(config[key])]
+    if config.get("subscribe"):
+        args.append("--subscribe")
+    if config.get("workload") == "txn" and config.get("abort_probability") is not None:
+        args += ["--abort-probability", str(config["abort_probability"])]
+    return shlex.join(args)
+
+
+def _facts(run_dir: Path, config: dict[str, Any] | None, cluster: dict[str, Any] | None,
+           results: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    c = config or {}
+    run = (results or {}).get("run") or {}
+    prof = c.get("profile")
+    prof_text = (f"{prof.get('name', 'custom')} — {prof.get('description', '')}".rstrip(" —")
+                 if isinstance(prof, dict) else (run.get("profile") or "safe (no config.json)"))
+    seconds = c.get("seconds") or {}
+    drain = c.get("drain") or {}
+    drain_text = ("complete" if drain.get("complete") else
+                  f"INCOMPLETE (timed out on partitions {drain.get('timed_out_partitions')})") if drain else "not recorded"
+    nem = c.get("nemesis", run.get("nemesis"))
+    facts = [
+        ("run id", c.get("run_id", run_dir.name)),
+        ("status", c.get("status", "unknown")),
+        ("Kafka version", c.get("kafka_version") or (cluster or {}).get("kafka_version") or run.get("kafka_version")),
+        ("brokers", c.get("brokers", len((cluster or {}).get("brokers") or []) or None)),
+        ("workload", f"{c.get('workload', run.get('workload', '?'))}: topic {c.get('topic', '?')}, "
+                     f"{c.get('partitions', '?')} partitions × RF {c.get('replication_factor', '?')}, "
+                     f"{c.get('producers', '?')} producers, {c.get('consumers', '?')} consumers, "
+                     f"target {html.fmt(c.get('rate'))} sends/s"),
+        ("client profile", prof_text),
+        ("nemeses", ", ".join(nem) if nem else "none (fault-free run)"),
+        ("seed", c.get("seed", run.get("seed"))),
+        ("duration", f"workload {html.fmt(seconds.get('workload', c.get('time_limit_s')))} s"
+                     + (f", heal {seconds['heal']} s" if "heal" in seconds else "")
+                     + (f", drain {seconds['drain']} s" if "drain" in seconds else "")
+                     + (f", cluster start {seconds['cluster_ready']} s" if "cluster_ready" in seconds else "")),
+        ("final drain", drain_text),
+    ]
+    if cluster and isinstance(cluster.get("client"), dict):
+        facts.append(("client library", ", ".join(f"{k} {v}" for k, v in cluster["client"].items())))
+    if c.get("failure"):
+        facts.append(("failure", c["failure"]))
+    return facts
+
+
+def _op_text(op: dict[str, Any]) -> str:
+    t = op.get("time")
+    when = f"{t / 1e9:.3f}s" if isinstance(t, (int, float)) else "?"
+    return f"#{op.get('index')} @{when} p{op.get('process')} {op.get('f')} {op.get('type')}"
+
+
+def _example_rows(name: str, examples: list[dict[str, Any]]) -> list[dict[str, str]]:
+    rows = []
+    for ex in examples:
+        where = ex.get("offsets") or ([f"{p.get('key')}/{p.get('offset')}" for p in ex.get("positions") or []]) or ex.get("offset")
+        values = ex.get("values") or ex.get("value")
+        extra = {k: v for k, v in ex.items() if k not in {"key", "offset", "offsets", "positions", "value", "values", "ops"}}
+        rows.append({
+            "key": html.fmt(ex.get("key")),
+            "where": ", ".join(map(str, where)) if isinstance(where, list) else html.fmt(where),
+            "values": ", ".join(map(str, values)) if isinstance(values, list) else html.fmt(values),
+            "extra": ", ".join(f"{k}={v}" for k, v in extra.items()),
+            "ops": "; ".join(_op_text(o) for o in ex.get("ops") or [] if isinstance(o, dict)),
+        })
+    return rows
+
+
+def _files(run_dir: Path) -> list[dict[str, Any]]:
+    """Links (relative to the report) to every broker's logs and the run's own files."""
+    out = []
+    brokers = run_dir / "brokers"
+    if brokers.is_dir():
+        ids = sorted((p for p in brokers.iterdir() if p.is_dir()), key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0, p.name))
+        for b in ids:
+            for name in ("server.log", "stdout.log", "controller.log", "state-change.log"):
+                if (b / name).is_file():
+                    out.append({"group": f"broker {b.name}", "href": f"brokers/{b.name}/{name}", "name": name,
+                                "size": (b / name).stat().st_size})
+    for name in ("results.json", "config.json", "cluster.json", "history.jsonl", "history.parquet", "FAILED"):
+        if (run_dir / name).is_file():
+            out.append({"group": "run", "href": name, "name": name, "size": (run_dir / name).stat().st_size})
+    return out
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def render_report(run_dir: Path | str) -> Path:
+    """Write RUN_DIR/report.html and return its path. Raises HarnessError for a missing run
+    directory or a malformed results.json/config.json; anything else missing is shown on the page."""
+    from analysis import report_figures as figs
+    from analysis import timeline
+    from analysis.permissions import allowed as permitted
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise HarnessError(f"{run_dir}: no such run directory.", hint="pass a folder written by `python -m harness run` (<store>/<run-id>)")
+    results = load_results(run_dir)
+    config = _read_json(run_dir / "config.json", "config.json")
+    cluster = _read_json(run_dir / "cluster.json", "cluster.json")
+
+    problems: list[str] = []
+    if config is None:
+        problems.append("config.json is missing: run facts are incomplete and the safe profile's permissions are assumed.")
+    tl = None
+    try:
+        tl = timeline.build(run_dir, config)
+    except timeline.TimelineError as exc:
+        problems.append(f"the history could not be read, so there is no timeline: {exc}")
+
+    allow, rules = (results.get("allowed", []), results.get("allowed_by", [])) if results else permitted(config)
+    counts = (results or {}).get("counts") or {}
+    examples = (results or {}).get("examples") or {}
+    kinds = []
+    plots: list[Markup] = []
+    n_plots = 0
+    for name in ANOMALIES:
+        found = counts.get(name, 0) or 0
+        ex = examples.get(name) or []
+        kind = {"name": name, "count": found, "allowed": name in allow, "definition": DEFINITIONS[name],
+                "rows": _example_rows(name, ex), "plots": [], "shown": len(ex)}
+        if found and ex and tl is not None:
+            pts = figs.anomaly_points(name, ex)
+            for key in list(dict.fromkeys(pts["key"].tolist()))[:MAX_PARTITIONS_PER_KIND]:
+                if n_plots >= MAX_OFFSET_PLOTS:
+                    break
+                n_plots += 1
+                kind["plots"].append(html.figure_html(figs.offset_figure(tl, key, {name: pts}), f"plot-offsets-{name}-{key}"))
+        if found:
+            kinds.append(kind)
+    timeline_html = html.figure_html(figs.timeline_figure(tl), "plot-timeline") if tl is not None else None
+
+    verdict = results["verdict"] if results else "unchecked"
+    body = html.env().from_string(REPORT).render(
+        run_id=(config or {}).get("run_id", run_dir.name), run_dir=str(run_dir.resolve()),
+        verdict=verdict, results=results, headline=(results or {}).get("headline") or {},
+        reasons=(results or {}).get("reasons") or [], forbidden=(results or {}).get("forbidden") or [],
+        counts=[{"name": n, "count": counts.get(n), "allowed": n in allow, "definition": DEFINITIONS[n]} for n in ANOMALIES],
+        allowed=allow, rules=rules, facts=_facts(run_dir, config, cluster, results),
+        command=(config or {}).get("command_line"), reproduce=_reproduce(config) if config else None,
+        tl=tl, timeline=timeline_html, kinds=kinds, files=[{**f, "size": _size(f["size"])} for f in _files(run_dir)],
+        problems=problems, generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        check_cmd=f"python -m analysis check {run_dir}",
+    )
+    title = f"{verdict.upper()} · Kafka run {(config or {}).get('run_id', run_dir.name)}"
+    out = html.write_atomic(run_dir / "report.html", html.page(title, body))
+    return out

@@ -1,0 +1,153 @@
+"""The report's Plotly figures, built from a `timeline.Timeline` and results.json examples.
+Every figure carries bounded data (per-second bins; scatter points capped) so the page stays
+small whatever the history's size."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from analysis.timeline import Timeline, sample
+
+FAULT_COLOURS = {"kill": "#e4572e", "pause": "#f3a712", "start-partition": "#7b5ea7", "start-loss": "#29a3a3",
+                 "bump-clock": "#4b7bec", "strobe-clock": "#4b7bec"}
+TYPE_COLOURS = {"ok": "#2e9e4f", "fail": "#d64545", "info": "#e8a33d"}
+MARK = {  # how each anomaly is drawn on the offset scatter
+    "lost-write": ("x", "#c62828", "lost"), "unseen": ("x-open", "#c62828", "unseen (lost if drain complete)"),
+    "duplicate": ("diamond", "#f57c00", "duplicated"), "inconsistent-offsets": ("square", "#6a1b9a", "diverged"),
+    "nonmonotonic-send": ("triangle-down", "#1565c0", "reordered send"),
+    "nonmonotonic-poll": ("triangle-down", "#00838f", "reordered read"),
+    "poll-skip": ("triangle-right", "#5d4037", "skipped read"), "aborted-read": ("star", "#ad1457", "aborted read"),
+}
+MAX_BACKGROUND = 2500  # written/read points per scatter
+
+
+def _bands(fig: go.Figure, tl: Timeline, rows: int, label_row: int = 1) -> None:
+    """Each fault as a shaded band over every row; its label at the top of `label_row`."""
+    for i, f in enumerate(tl.faults):
+        colour = FAULT_COLOURS.get(f.f, "#888888")
+        for r in range(1, rows + 1):
+            fig.add_vrect(x0=f.start_s, x1=max(f.end_s, f.start_s + 0.05), fillcolor=colour, opacity=0.16,
+                          line_width=0, layer="below", row=r, col=1)
+        fig.add_annotation(x=f.start_s, y=1.0 - 0.07 * (i % 3), xref="x", yref="y domain", text=f.label,
+                           showarrow=False, xanchor="left", yanchor="top", font=dict(size=11, color=colour),
+                           bgcolor="rgba(255,255,255,0.8)", row=label_row, col=1,
+                           hovertext=f"{f.f} {f.start_s:.1f}–{f.end_s:.1f} s, ended by {f.ended_by}")
+    if tl.drain_start_s is not None:
+        for r in range(1, rows + 1):
+            fig.add_vrect(x0=tl.drain_start_s, x1=tl.duration_s, fillcolor="#9aa0a6", opacity=0.15, line_width=0,
+                          layer="below", row=r, col=1)
+        fig.add_annotation(x=tl.drain_start_s, y=0.02, xref="x", yref="y domain", text="final drain",
+                           showarrow=False, xanchor="left", yanchor="bottom", font=dict(size=11, color="#555"),
+                           row=label_row, col=1)
+    for m in tl.markers:
+        colour = "#c62828" if m["f"] == "nemesis-error" else "#2e7d32"
+        for r in range(1, rows + 1):
+            fig.add_vline(x=m["t"], line=dict(color=colour, width=1, dash="dot"), row=r, col=1)
+        fig.add_annotation(x=m["t"], y=0.80, xref="x", yref="y domain", text=m["label"], showarrow=False,
+                           textangle=-90, xanchor="right", font=dict(size=10, color=colour), row=label_row, col=1)
+
+
+def timeline_figure(tl: Timeline) -> go.Figure:
+    s = tl.seconds
+    unit = "s" if tl.bin_s == 1 else f"{tl.bin_s} s bin"
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06, row_heights=[0.4, 0.35, 0.25],
+                        subplot_titles=(f"operations completed per second (per {unit})",
+                                        "latency, invoke → completion (ms, log scale)",
+                                        "consumer lag: highest acknowledged offset − offset read (records)"))
+    x = s["t"].to_numpy()
+    for name in ("ok", "fail", "info"):
+        fig.add_trace(go.Bar(x=x, y=s[name].to_numpy(), name=name, marker_color=TYPE_COLOURS[name],
+                             marker_line_width=0, legendgroup="tp", legendgrouptitle_text="throughput"), 1, 1)
+    for name, colour, dash in (("p50_ms", "#1f77b4", "solid"), ("p99_ms", "#ff7f0e", "solid"), ("max_ms", "#9467bd", "dot")):
+        if name in s:
+            fig.add_trace(go.Scatter(x=x, y=s[name].to_numpy(), name=name.replace("_ms", ""), mode="lines",
+                                     line=dict(color=colour, width=1.5, dash=dash), connectgaps=False,
+                                     legendgroup="lat", legendgrouptitle_text="latency"), 2, 1)
+    for name, colour in (("lag_p50", "#17becf"), ("lag_max", "#8c564b")):
+        if name in s:
+            fig.add_trace(go.Scatter(x=x, y=s[name].to_numpy(), name=name.replace("lag_", "lag "), mode="lines",
+                                     line=dict(color=colour, width=1.5), legendgroup="lag",
+                                     legendgrouptitle_text="consumer lag"), 3, 1)
+    _bands(fig, tl, 3)
+    fig.update_layout(barmode="stack", bargap=0, height=760, margin=dict(l=60, r=20, t=40, b=40),
+                      legend=dict(orientation="v", x=1.01, y=1), hovermode="x unified",
+                      plot_bgcolor="#fff", paper_bgcolor="#fff")
+    fig.update_yaxes(title_text="ops/s", row=1, col=1)
+    fig.update_yaxes(title_text="ms", type="log", dtick=1, row=2, col=1)
+    fig.update_yaxes(title_text="records", rangemode="tozero", row=3, col=1)
+    fig.update_xaxes(title_text="seconds since run start", row=3, col=1)
+    fig.update_xaxes(showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee")
+    return fig
+
+
+def anomaly_points(name: str, examples: list[dict[str, Any]]) -> pd.DataFrame:
+    """(key, offset, t, text) of every op involved in the examples of one anomaly."""
+    rows = []
+    for ex in examples:
+        ops = [o for o in ex.get("ops") or [] if isinstance(o, dict)]
+        offsets = ex.get("offsets") if isinstance(ex.get("offsets"), list) else None
+        for i, op in enumerate(ops):
+            key = op.get("key", ex.get("key"))
+            off = op.get("offset")
+            if off is None:
+                off = offsets[i] if offsets and i < len(offsets) else ex.get("offset")
+            if key is None or off is None or op.get("time") is None:
+                continue
+            rows.append({"key": int(key), "offset": int(off), "t": op["time"] / 1e9,
+                         "text": f"{name}: #{op.get('index')} p{op.get('process')} {op.get('f')} {op.get('type')} "
+                                 f"value {op.get('value', ex.get('value'))} @ {key}/{off}"})
+        if not ops and ex.get("key") is not None and ex.get("offset") is not None:
+            rows.append({"key": int(ex["key"]), "offset": int(ex["offset"]), "t": np.nan, "text": name})
+    return pd.DataFrame(rows, columns=["key", "offset", "t", "text"])
+
+
+def _near(df: pd.DataFrame, times: np.ndarray, cap: int, span: float) -> pd.DataFrame:
+    """Half the points evenly over the run, half within `span` seconds of the anomalies."""
+    if len(df) <= cap:
+        return df
+    base = sample(df, cap // 2)
+    if len(times) == 0:
+        return sample(df, cap)
+    t = df["t"].to_numpy()
+    mask = np.zeros(len(df), bool)
+    for x in times[:50]:
+        mask |= (t >= x - span) & (t <= x + span)
+    return pd.concat([base, sample(df[mask], cap - len(base))]).sort_values("t")
+
+
+def offset_figure(tl: Timeline, key: int, points: dict[str, pd.DataFrame]) -> go.Figure:
+    """Where values of partition `key` were written (acknowledged), read, and where the anomalies are."""
+    times = np.concatenate([p.loc[p["key"] == key, "t"].dropna().to_numpy() for p in points.values()] or [np.array([])])
+    span = max(5.0, tl.duration_s * 0.02)
+    w = tl.writes[tl.writes["key"] == key]
+    r = tl.reads[tl.reads["key"] == key]
+    w, r = _near(w, times, MAX_BACKGROUND, span), _near(r, times, MAX_BACKGROUND, span)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=w["t"].to_numpy(), y=w["offset"].to_numpy(), mode="markers", name="written (acked)",
+                             marker=dict(size=4, color="#9ccc65"), hovertemplate="write %{y} at %{x:.3f}s<extra></extra>"))
+    fig.add_trace(go.Scatter(x=r["t"].to_numpy(), y=r["offset"].to_numpy(), mode="markers", name="read",
+                             marker=dict(size=3, color="#64b5f6"), hovertemplate="read %{y} at %{x:.3f}s<extra></extra>"))
+    for name, p in points.items():
+        p = p[p["key"] == key]
+        if p.empty:
+            continue
+        symbol, colour, label = MARK.get(name, ("circle", "#000", name))
+        fig.add_trace(go.Scatter(x=p["t"].to_numpy(), y=p["offset"].to_numpy(), mode="markers", name=label,
+                                 text=p["text"].tolist(), hovertemplate="%{text}<br>%{x:.3f}s<extra></extra>",
+                                 marker=dict(size=13, symbol=symbol, color=colour, line=dict(width=1.5, color=colour))))
+    for f in tl.faults:
+        fig.add_vrect(x0=f.start_s, x1=max(f.end_s, f.start_s + 0.05), fillcolor=FAULT_COLOURS.get(f.f, "#888"),
+                      opacity=0.12, line_width=0, layer="below")
+    fig.update_layout(title=dict(text=f"partition {key}: offset over time", font=dict(size=14)), height=380,
+                      margin=dict(l=60, r=20, t=40, b=40), plot_bgcolor="#fff", paper_bgcolor="#fff",
+                      legend=dict(orientation="h", y=-0.2), xaxis_title="seconds since run start",
+                      yaxis_title="offset")
+    fig.update_xaxes(showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee")
+    return fig

@@ -1,0 +1,150 @@
+"""Synthetic run directories for the report tests: a ~30 s queue run on 4 partitions with a kill
+and a partition fault, slower and failing sends during the faults, consumers trailing the
+producers, a final drain, and optionally one injected anomaly (at offsets past the log's end,
+mid-run, by fresh processes, so that it is the only finding of its kind)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from harness.history import write_parquet
+
+NS = 1_000_000_000
+
+
+def _events(seed: int, seconds: int, rate: int, keys: int, anomaly: str | None) -> tuple[list[dict], dict]:
+    rnd = random.Random(seed)
+    ev: list[tuple[int, int, dict]] = []  # (time ns, tie-break, event)
+    n = 0
+
+    def add(t: float, process: Any, type_: str, f: str, value: Any, error: str | None = None) -> None:
+        nonlocal n
+        e = {"process": process, "type": type_, "f": f, "value": value}
+        if error:
+            e["error"] = error
+        ev.append((int(t * NS), n, e))
+        n += 1
+
+    kill = (8.0, 13.0)
+    part = (18.0, 23.0)
+    add(kill[0], "nemesis", "info", "kill", {"target": "leader", "targets": [2], "roles": {"2": ["leader:queue-0", "leader:queue-3"]}, "pids": {"2": 811}})
+    add(kill[1], "nemesis", "info", "restart", {"targets": [2], "pids": {"2": 912}})
+    add(part[0], "nemesis", "info", "start-partition", {"shape": "one", "one_way": False, "targets": [1], "roles": {"1": ["controller", "leader:queue-1"]}, "grudge": {"1": [2, 3]}})
+    add(part[1], "nemesis", "info", "stop-partition", {"healed": True})
+    add(seconds - 0.5, "nemesis", "info", "heal", {"ok": True})
+
+    logs: dict[int, list[tuple[int, int, float]]] = {k: [] for k in range(keys)}  # offset, value, ack time
+    value = 0
+    for c in (10, 11):
+        add(0.001, c, "invoke", "assign", {"keys": list(range(keys)), "seek": "beginning"})
+        add(0.002, c, "ok", "assign", {"keys": list(range(keys)), "seek": "beginning"})
+    t = 0.01
+    while t < seconds - 1:
+        t += rnd.expovariate(rate)
+        in_fault = kill[0] <= t < kill[1] + 1 or part[0] <= t < part[1]
+        p, k = rnd.randrange(2), rnd.randrange(keys)
+        value += 1
+        lat = rnd.uniform(0.002, 0.02) * (rnd.uniform(5, 40) if in_fault else 1)
+        r = rnd.random()
+        type_ = ("fail" if r < 0.3 else "info" if r < 0.5 else "ok") if in_fault else "ok"
+        add(t, p, "invoke", "send", {"key": k, "value": value})
+        o = len(logs[k]) and logs[k][-1][0] + 1
+        if type_ == "ok":
+            logs[k].append((o, value, t + lat))
+        add(t + lat, p, type_, "send", {"key": k, "value": value, "offset": o if type_ == "ok" else None,
+                                        "epoch": (1 if t > kill[0] else 0) if type_ == "ok" else None},
+            error=None if type_ == "ok" else ("REQUEST_TIMED_OUT" if type_ == "info" else "NOT_ENOUGH_REPLICAS"))
+    pos = {c: dict.fromkeys(range(keys), 0) for c in (10, 11)}
+    for c in (10, 11):
+        t = 0.05
+        while t < seconds - 1:
+            t += 0.1 + rnd.random() * 0.05
+            stalled = part[0] <= t < part[1] and c == 11
+            recs = []
+            for k in range(keys):
+                avail = [x for x in logs[k][pos[c][k]:] if x[2] < t - 0.3][: (0 if stalled else 40)]
+                pos[c][k] += len(avail)
+                recs += [{"key": k, "offset": o, "value": v, "epoch": 0} for o, v, _ in avail]
+            add(t, c, "invoke", "poll", None)
+            add(t + 0.01, c, "ok", "poll", {"records": recs})
+    # final drain
+    td = seconds + 0.5
+    add(td, 20, "invoke", "assign", {"keys": list(range(keys)), "seek": "beginning"})
+    add(td + 0.01, 20, "ok", "assign", {"keys": list(range(keys)), "seek": "beginning"})
+    for k in range(keys):
+        add(td + 0.02 + k * 0.1, 20, "invoke", "poll", None)
+        add(td + 0.08 + k * 0.1, 20, "ok", "poll", {"records": [{"key": k, "offset": o, "value": v, "epoch": 0} for o, v, _ in logs[k]]})
+    if anomaly:
+        _inject(add, anomaly, logs, seconds * 0.6)
+    ev.sort(key=lambda x: (x[0], x[1]))
+    events = [{"index": i, "time": t, **e} for i, (t, _, e) in enumerate(ev)]
+    hws = {str(k): (logs[k][-1][0] + 1 if logs[k] else 0) for k in range(keys)}
+    return events, {"complete": True, "high_watermarks": hws, "timed_out_partitions": [], "processes": [20],
+                    "first_index": 0, "seconds": 0.5}
+
+
+def _inject(add: Any, anomaly: str, logs: dict, t: float) -> None:
+    """One finding of `anomaly` on key 0, past the end of its log (see tests/analysis/histories.py)."""
+    k, o, new = 0, len(logs[0]) + 5, 10**9
+
+    def send(p: int, value: int, offset: int | None, type_: str = "ok", dt: float = 0.0) -> None:
+        add(t + dt, p, "invoke", "send", {"key": k, "value": value})
+        add(t + dt + 0.004, p, type_, "send", {"key": k, "value": value, "offset": offset, "epoch": 0 if offset is not None else None})
+
+    def poll(p: int, records: list[tuple[int, int]], dt: float = 0.0) -> None:
+        add(t + dt, p, "invoke", "poll", None)
+        add(t + dt + 0.003, p, "ok", "poll", {"records": [{"key": k, "offset": oo, "value": v, "epoch": 0} for oo, v in records]})
+
+    if anomaly == "inconsistent-offsets":
+        poll(900, [(o, new)]); poll(901, [(o, new + 1)], 0.5)
+    elif anomaly == "duplicate":
+        poll(900, [(o, new)]); poll(901, [(o + 1, new)], 0.5)
+    elif anomaly == "lost-write":
+        send(800, new, o); poll(900, [(o + 1, new + 1)], 0.5)
+    elif anomaly == "unseen":
+        send(800, new, o)
+    elif anomaly == "nonmonotonic-send":
+        send(800, new, o + 1); send(800, new + 1, o, dt=0.1); poll(900, [(o, new + 1), (o + 1, new)], 0.5)
+    elif anomaly == "nonmonotonic-poll":
+        poll(900, [(o, new), (o, new)])
+    elif anomaly == "poll-skip":
+        poll(900, [(o, new), (o + 2, new + 2)]); poll(901, [(o + 1, new + 1)], 0.5)
+    elif anomaly == "aborted-read":
+        send(800, new, None, "fail"); poll(900, [(o, new)], 0.5)
+    else:
+        raise ValueError(anomaly)
+
+
+def make_run(root: Path, name: str, anomaly: str | None = None, *, seed: int = 1, seconds: int = 30,
+             rate: int = 150, keys: int = 4, profile: str = "safe", parquet: bool = True,
+             kafka_version: str = "4.3.1") -> Path:
+    """Write `root/name/` as `harness run` would: config.json, cluster.json, history.jsonl (+ parquet), broker logs."""
+    run_dir = root / name
+    (run_dir / "brokers").mkdir(parents=True, exist_ok=True)
+    events, drain = _events(seed, seconds, rate, keys, anomaly)
+    with open(run_dir / "history.jsonl", "w") as fh:
+        for e in events:
+            fh.write(json.dumps(e, separators=(",", ":")) + "\n")
+    if parquet:
+        write_parquet(run_dir / "history.jsonl", run_dir / "history.parquet")
+    prof = {"name": profile, "acks": "all", "enable.idempotence": True, "retries": 2147483647, "max.in.flight": 5,
+            "isolation.level": "read_committed", "unclean.leader.election.enable": False,
+            "min.insync.replicas": 2, "replication.factor": 3}
+    if profile == "acks1":
+        prof.update(acks="1")
+    config = {"history_format": 1, "run_id": name, "status": "completed", "seed": seed, "kafka_version": kafka_version,
+              "brokers": 3, "workload": "queue", "profile": prof, "rate": rate, "time_limit_s": seconds,
+              "partitions": keys, "replication_factor": 3, "producers": 2, "consumers": 2, "topic": "queue",
+              "nemesis": ["kill", "partition"],
+              "command_line": f"python -m harness run --time-limit {seconds} --rate {rate} --seed {seed} --partitions {keys}",
+              "drain": drain, "seconds": {"cluster_ready": 11.2, "workload": seconds, "heal": 0.4, "drain": 0.5}}
+    (run_dir / "config.json").write_text(json.dumps(config, indent=2))
+    (run_dir / "cluster.json").write_text(json.dumps({"run_id": name, "kafka_version": kafka_version,
+                                                      "brokers": [{"node_id": i, "hostname": f"kafka-{i}"} for i in (1, 2, 3)]}))
+    for i in (1, 2, 3):
+        (run_dir / "brokers" / str(i)).mkdir(exist_ok=True)
+        (run_dir / "brokers" / str(i) / "server.log").write_text(f"[2026-01-01 00:00:00,000] INFO broker {i} started\n")
+    return run_dir
