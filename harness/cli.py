@@ -109,9 +109,11 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 @click.option("--abort-probability", default=0.2, show_default=True, type=float, help="txn workload: share of transactions aborted on purpose.")
 @click.option("--drain-timeout", default=60.0, show_default=True, type=float, help="Seconds the final drain may take.")
 @click.option("--kafka-version", default=None, help="Kafka release (default: the pinned 4.x).")
+@click.option("--nemesis", default="none", show_default=True, help="Comma-separated fault packages (e.g. kill,partition), or none.")
+@click.option("--nemesis-interval", default=10.0, show_default=True, type=float, help="Seconds between faults.")
 def run_command(brokers: int, workload: str, profile: str, time_limit: float, rate: float, seed: int, store: str,
                 partitions: int, producers: int, consumers: int, subscribe: bool, abort_probability: float,
-                drain_timeout: float, kafka_version: str | None) -> None:
+                drain_timeout: float, kafka_version: str | None, nemesis: str, nemesis_interval: float) -> None:
     """Run a workload against a fresh cluster and write its run directory; the last line printed is its path."""
     from pathlib import Path
 
@@ -124,9 +126,16 @@ def run_command(brokers: int, workload: str, profile: str, time_limit: float, ra
         command_line=["python", "-m", "harness", *sys.argv[1:]],
     )
     config.check()  # bad input: exit 2 before anything is created
+    faults = None
+    packages = [p.strip() for p in nemesis.split(",") if p.strip() and p.strip() != "none"]
+    if packages:
+        from harness.run import TOPIC
+        from nemesis.runner import NemesisRunner, build_nemeses
+
+        faults = NemesisRunner(build_nemeses(packages), time_limit, interval_s=nemesis_interval, seed=seed, topic=TOPIC)
     prepare_store(config.store)
     with RunProgress(time_limit) as progress:
-        result = run(config, progress=progress.update)
+        result = run(config, nemesis=faults, progress=progress.update)
     drain = result.drain
     state = "complete" if drain["complete"] else f"[yellow]timed out on partitions {drain['timed_out_partitions']}[/yellow]"
     counts = result.counts

@@ -45,8 +45,9 @@ class Nemesis(Protocol):
     def start(self) -> None:
         """Begin the fault schedule in a background thread (bounded); return at once."""
 
-    def heal_and_stop(self) -> None:
-        """Stop the schedule, heal every fault, wait until every ISR is full again (or a timeout)."""
+    def heal_and_stop(self) -> Any:
+        """Stop the schedule, heal every fault, wait until every ISR is full again (or a timeout).
+        What it returns (e.g. how healing went) is stored in config.json as "heal"."""
 
 
 @dataclass
@@ -165,7 +166,8 @@ def run(config: RunConfig, nemesis: Nemesis | None = None, progress: ProgressFn 
         "abort_probability": config.abort_probability if config.workload == "txn" else None,
         "drain_timeout_s": config.drain_timeout_s,
         "topic": TOPIC,
-        "nemesis": [nemesis.name] if nemesis is not None else [],
+        "nemesis": nemesis_names(nemesis),
+        "nemesis_config": nemesis.describe() if hasattr(nemesis, "describe") else None,
         "command_line": shlex.join(config.command_line),
         "drain": None,
     }
@@ -185,6 +187,8 @@ def run(config: RunConfig, nemesis: Nemesis | None = None, progress: ProgressFn 
                              config=profile.topic_config())
         workload = make_workload(config, recorder, cluster.bootstrap_servers(), run_id)
         if nemesis is not None:
+            if getattr(nemesis, "topic", "") is None:
+                nemesis.topic = TOPIC  # so 'leader' targets mean leaders of the workload topic
             nemesis.setup(cluster, recorder)
 
         began = time.monotonic()
@@ -199,7 +203,7 @@ def run(config: RunConfig, nemesis: Nemesis | None = None, progress: ProgressFn 
         if nemesis is not None:
             notify("healing", recorder)
             began = time.monotonic()
-            nemesis.heal_and_stop()
+            record["heal"] = nemesis.heal_and_stop()
             seconds["heal"] = time.monotonic() - began
         notify("stopping clients", recorder)
         workload.stop()
@@ -227,6 +231,13 @@ def run(config: RunConfig, nemesis: Nemesis | None = None, progress: ProgressFn 
             notify("tearing down", recorder)
             cluster.stop()  # node folders stay: the run dir is the cluster's work_dir
     return RunResult(run_id, run_dir, record["drain"], counts, seconds)
+
+
+def nemesis_names(nemesis: Nemesis | None) -> list[str]:
+    if nemesis is None:
+        return []
+    packages = getattr(nemesis, "nemeses", None)
+    return list(packages) if isinstance(packages, dict) else [nemesis.name]
 
 
 def _mark_failed(run_dir: Path, record: dict[str, Any], reason: str, recorder: Recorder | None) -> None:
