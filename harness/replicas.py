@@ -1,0 +1,143 @@
+"""Replica-level evidence: what each replica of a partition holds on disk, read with Kafka's own tools.
+
+For every replica: its `leader-epoch-checkpoint` (epoch -> start offset; absent before
+KIP-101, i.e. Kafka 0.10.2) and its log dumped with `DumpLogSegments --print-data-log
+--deep-iteration`, run inside that broker's container. `divergence` compares the replicas
+offset by offset. `collect` writes RUN_DIR/replicas.json (shape in docs/scenarios.md):
+
+    {"topic": T, "kafka_version": V, "tool": CLASS,
+     "partitions": {"0": {"replicas": {"1": {"broker": 1, "leader_epochs": [[epoch, start], ...] | null,
+                                               "records": [[offset, value, epoch|null], ...],
+                                               "log_end_offset": N, "error": null | "..."}, ...},
+                          "divergence": {"diverged": bool, "first_offset": int|null,
+                                         "differences": [{"offset": o, "values": {"1": v|null, "2": v|null}}, ...],
+                                         "common_prefix": n, "log_end_offsets": {"1": n, ...}}}}}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.broker_config import DATA_DIR, KAFKA_LIBS
+from harness.node import JDK17_OPENS
+
+if TYPE_CHECKING:
+    from harness.cluster import KafkaCluster
+    from harness.node import Node
+
+MAX_DIFFERENCES = 20
+
+_OFFSET = re.compile(r"(?<![A-Za-z])offset: (-?\d+)")
+_PAYLOAD = re.compile(r"payload: (\S*)")
+_EPOCH = re.compile(r"partitionLeaderEpoch: (-?\d+)")
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+
+
+def dump_tool(kafka_version: str) -> str:
+    """DumpLogSegments moved from core (Scala) to the tools module in Kafka 4.0."""
+    return "org.apache.kafka.tools.DumpLogSegments" if version_tuple(kafka_version) >= (4, 0) else "kafka.tools.DumpLogSegments"
+
+
+def parse_dump(text: str) -> list[tuple[int, int | str | None, int | None]]:
+    """(offset, value, batch partitionLeaderEpoch) for every record line of DumpLogSegments output.
+
+    Handles 0.10.x (one `offset: N position: ... payload: V` line per message, no epochs),
+    1.x-3.x (batch header `baseOffset: ... partitionLeaderEpoch: E ...` then `| offset: N ... payload: V`)
+    and 4.x (same, with different spacing). Values are ints when the payload is one."""
+    records: list[tuple[int, int | str | None, int | None]] = []
+    epoch: int | None = None
+    for line in text.splitlines():
+        if (m := _EPOCH.search(line)) is not None:
+            epoch = int(m.group(1))
+        if "payload:" not in line:
+            continue  # batch headers of 1.x+ carry baseOffset/lastOffset, never a payload
+        o = _OFFSET.search(line)
+        if o is None:
+            continue
+        p = _PAYLOAD.search(line)
+        raw = p.group(1) if p else None
+        value: int | str | None = int(raw) if raw is not None and re.fullmatch(r"-?\d+", raw) else raw
+        records.append((int(o.group(1)), value, epoch))
+    return records
+
+
+def parse_checkpoint(text: str) -> list[list[int]] | None:
+    """leader-epoch-checkpoint: version line, count line, then `epoch start-offset` lines."""
+    lines = [ln.split() for ln in text.strip().splitlines() if ln.strip()]
+    if len(lines) < 2 or not all(x.lstrip("-").isdigit() for ln in lines for x in ln):
+        return None
+    count = int(lines[1][0])
+    return [[int(a), int(b)] for a, b in (ln[:2] for ln in lines[2 : 2 + count])]
+
+
+def read_replica(node: "Node", topic: str, partition: int, kafka_version: str, timeout_s: int = 120) -> dict[str, Any]:
+    """One replica's epochs and records, read inside its container."""
+    pdir = f"{DATA_DIR}/{topic}-{partition}"
+    out: dict[str, Any] = {"broker": node.node_id, "leader_epochs": None, "records": [], "log_end_offset": 0, "error": None}
+    code, text = node.exec(f"cat {pdir}/leader-epoch-checkpoint 2>/dev/null")
+    if code == 0 and text.strip():
+        out["leader_epochs"] = parse_checkpoint(text)
+    code, files = node.exec(f"ls {pdir}/*.log 2>/dev/null")
+    segments = sorted(files.split())
+    if code != 0 or not segments:
+        out["error"] = f"no log segments in {pdir}"
+        return out
+    cmd = (f"timeout {timeout_s} java -Xmx192m {JDK17_OPENS} -cp '{KAFKA_LIBS}/*' {dump_tool(kafka_version)} "
+           f"--files {','.join(segments)} --print-data-log --deep-iteration 2>&1")
+    code, text = node.exec(cmd)
+    records = parse_dump(text)
+    if code != 0:
+        out["error"] = f"DumpLogSegments exited {code}: {text.strip()[-300:]}"
+    out["records"] = [[o, v, e] for o, v, e in records]
+    out["log_end_offset"] = (records[-1][0] + 1) if records else 0
+    return out
+
+
+def divergence(replicas: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Compare replicas offset by offset up to the shortest log end: the first offset whose values
+    differ, and up to MAX_DIFFERENCES differing offsets. A replica that is merely shorter (a lagging
+    follower) does not diverge; one that holds another value at the same offset does."""
+    by_offset = {rid: {r[0]: r[1] for r in rep.get("records", [])} for rid, rep in replicas.items()}
+    ends = {rid: (max(m) + 1 if m else 0) for rid, m in by_offset.items()}
+    common_end = min(ends.values()) if ends else 0
+    differences: list[dict[str, Any]] = []
+    count = 0
+    for offset in range(common_end):
+        values = {rid: m.get(offset) for rid, m in by_offset.items()}
+        if len({json.dumps(v) for v in values.values()}) > 1:
+            count += 1
+            if len(differences) < MAX_DIFFERENCES:
+                differences.append({"offset": offset, "values": values})
+    first = differences[0]["offset"] if differences else None
+    return {
+        "diverged": first is not None,
+        "first_offset": first,
+        "diverged_offsets": count,
+        "common_prefix": first if first is not None else common_end,
+        "log_end_offsets": ends,
+        "differences": differences,
+    }
+
+
+def collect(cluster: "KafkaCluster", topic: str, partitions: list[int], kafka_version: str,
+            replica_ids: dict[int, list[int]], run_dir: Path | None = None) -> dict[str, Any]:
+    """Read every replica of `partitions` (replica_ids: partition -> broker ids) and compare them;
+    write RUN_DIR/replicas.json when `run_dir` is given."""
+    result: dict[str, Any] = {"topic": topic, "kafka_version": kafka_version, "tool": dump_tool(kafka_version), "partitions": {}}
+    for p in partitions:
+        reps = {str(b): read_replica(cluster.node(b), topic, p, kafka_version) for b in replica_ids[p]}
+        result["partitions"][str(p)] = {"replicas": reps, "divergence": divergence(reps)}
+    if run_dir is not None:
+        target = Path(run_dir) / "replicas.json"
+        tmp = target.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(result, indent=1) + "\n")
+        os.replace(tmp, target)
+    return result
+

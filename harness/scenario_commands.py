@@ -1,0 +1,101 @@
+"""`scenario` commands: list the leader-epoch scenarios, run one, run the version matrix.
+
+Exit codes: 0 the scenario ran (whatever it found), 2 bad input or infrastructure failure.
+Register with `main.add_command(scenario)` in harness/cli.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from harness.errors import HarnessError
+
+DEFAULT_STORE = "store/scenarios"
+
+
+def _fail(message: str, hint: str | None = None) -> None:
+    click.echo(f"error: {message}" + (f"\n  fix: {hint}" if hint else ""), err=True)
+    sys.exit(2)
+
+
+@click.group()
+@click.option("-v", "--verbose", is_flag=True, help="Log every step as it happens.")
+def scenario(verbose: bool) -> None:
+    """Leader-epoch scenarios from KIP-101, KIP-279 and KIP-320 against real Kafka."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("librdkafka").setLevel(logging.CRITICAL)
+
+
+@scenario.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the definitions as JSON.")
+def list_(as_json: bool) -> None:
+    """Every scenario, its KIP, the versions expected to show the bug, and whether it is runnable."""
+    from harness.scenarios import scenarios
+
+    found = scenarios()
+    if as_json:
+        click.echo(json.dumps([s.summary() for s in found.values()], indent=2))
+        return
+    for s in found.values():
+        state = "runnable" if s.runnable else "NOT RUNNABLE"
+        click.echo(f"{s.name}  [{s.kip}]  {state}\n  {s.description}\n  bug expected on: {s.bug_versions}")
+        if not s.runnable:
+            click.echo(f"  why not: {s.reason}")
+
+
+@scenario.command()
+@click.argument("name")
+@click.option("--kafka-version", default=None, help="Kafka version (default: the harness default).")
+@click.option("--store", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True, help="Where run directories go.")
+@click.option("--check/--no-check", default=False, help="Also run the normal (Spark) checker: writes results.json.")
+def run(name: str, kafka_version: str | None, store: Path, check: bool) -> None:
+    """Run scenario NAME once; print its summary and the run directory."""
+    from harness.scenarios import get_scenario
+    from harness.scenarios.context import run_scenario
+    from harness.scenarios.matrix import render_run
+
+    try:
+        s = get_scenario(name)
+        if not s.runnable:
+            raise HarnessError(f"scenario {name} is not runnable: {s.reason}")
+        run_dir = run_scenario(s, kafka_version, store, command_line=sys.argv)
+    except HarnessError as exc:
+        _fail(str(exc), getattr(exc, "hint", None))
+        return
+    results = None
+    if check:
+        try:
+            from analysis.checker import check_run
+
+            results = check_run(run_dir)
+        except Exception as exc:  # the run itself succeeded; say why the check did not
+            click.echo(f"checker failed: {type(exc).__name__}: {exc}", err=True)
+    click.echo(render_run(run_dir, results))
+
+
+@scenario.command()
+@click.option("--versions", default="4.3.1,3.9.2,1.1.1,0.10.2.2", show_default=True, help="Comma-separated Kafka versions.")
+@click.option("--scenarios", "names", default=None, help="Comma-separated scenario names (default: every runnable one).")
+@click.option("--store", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
+@click.option("--output", type=click.Path(path_type=Path), default=None, help="Also write the Markdown table here.")
+@click.option("--checker/--no-checker", default=True, help="Use the normal Spark checker (else the reference checker).")
+def matrix(versions: str, names: str | None, store: Path, output: Path | None, checker: bool) -> None:
+    """Run scenario x version and print a Markdown table: lost / diverged / detected-by-client, verdict."""
+    from harness.scenarios import get_scenario, scenarios
+    from harness.scenarios.matrix import run_matrix
+
+    try:
+        chosen = [get_scenario(n.strip()) for n in names.split(",")] if names else list(scenarios().values())
+    except HarnessError as exc:
+        _fail(str(exc), getattr(exc, "hint", None))
+        return
+    table = run_matrix(chosen, [v.strip() for v in versions.split(",") if v.strip()], store, use_checker=checker,
+                       echo=lambda line: click.echo(line, err=True))
+    click.echo(table)
+    if output is not None:
+        output.write_text(table + "\n")

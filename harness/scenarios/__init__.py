@@ -1,0 +1,52 @@
+"""Leader-epoch scenarios: deterministic, step-by-step reproductions of the failures that
+KIP-101, KIP-279 and KIP-320 describe, run against real Kafka (docs/scenarios.md).
+
+A `Scenario` names its KIP, the versions expected to show the bug, and a steps function that
+drives a `ScenarioContext` (harness/scenarios/context.py). `run_scenario` gives it a cluster and
+a run directory shaped like `harness run`'s, so `python -m analysis check RUN_DIR` checks it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from harness.errors import HarnessError
+
+if TYPE_CHECKING:
+    from harness.scenarios.context import ScenarioContext
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    kip: str
+    description: str
+    bug_versions: str  # human-readable: which versions are expected to show the bug
+    expected: dict[str, str]  # version range -> expected outcome, from the KIPs
+    steps: Callable[["ScenarioContext"], dict[str, Any]] | None
+    runnable: bool = True
+    reason: str = ""  # why not runnable
+    acks: str = "1"
+    min_insync_replicas: int = 1
+    unclean: bool = False
+    broker_config: dict[str, Any] = field(default_factory=dict)
+    topic_config: dict[str, Any] = field(default_factory=dict)
+    shows_bug: Callable[[dict[str, Any]], bool] | None = None  # from the scenario's result
+
+    def summary(self) -> dict[str, Any]:
+        return {"name": self.name, "kip": self.kip, "description": self.description, "bug_versions": self.bug_versions,
+                "expected": self.expected, "runnable": self.runnable, "reason": self.reason or None}
+
+
+def scenarios() -> dict[str, Scenario]:
+    from harness.scenarios.library import SCENARIOS
+
+    return {s.name: s for s in SCENARIOS}
+
+
+def get_scenario(name: str) -> Scenario:
+    found = scenarios()
+    if name not in found:
+        raise HarnessError(f"unknown scenario {name!r}.", hint=f"use one of: {', '.join(found)} (`scenario list`)")
+    return found[name]

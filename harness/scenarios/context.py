@@ -1,0 +1,436 @@
+"""ScenarioContext: the step helpers a scenario is written with, and `run_scenario`.
+
+Every step is recorded in the history as a nemesis event (process "nemesis", type "info", f
+"scenario-step" or a more specific f such as "kill", "start", "cut", "elect") before and after it
+acts, every wait is bounded, and writes and reads go through the recorded clients, so the
+history is an ordinary one that the normal checker reads.
+
+Run directory (as `harness run`'s, plus two files):
+    config.json  cluster.json  history.jsonl  history.parquet  brokers/<id>/
+    replicas.json   each replica's epochs and records, and their divergence (harness/replicas.py)
+    scenario.json   the scenario's steps, writes, observations and a summary
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+from confluent_kafka import Consumer, ElectionType, KafkaException, TopicPartition
+
+from harness import replicas as replica_evidence
+from harness.cluster import KafkaCluster, new_run_id
+from harness.errors import HarnessError
+from harness.history import FORMAT_VERSION, Recorder
+from harness.node import Node
+from harness.replicas import version_tuple
+from harness.run import _write_json, cluster_description, prepare_store
+from harness.scenarios import Scenario
+from harness.settings import kafka_version as resolve_kafka_version
+from nemesis import net
+from workloads.clients import ConsumerClient, ProcessIds, ProducerClient
+from workloads.profiles import PROFILES, Profile
+from workloads.queue import drain_one
+
+log = logging.getLogger(__name__)
+
+TOPIC = "scenario"
+CUT = "SCEN"  # iptables chain tag of the scenarios' cuts
+
+
+class ScenarioIncomplete(Exception):
+    """A step could not be carried out (e.g. an election never happened); the reason is the finding."""
+
+
+class _TrackingProducer(ProducerClient):
+    """A recorded producer that also remembers each value's delivery outcome for the scenario's result."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.outcomes: dict[int, dict[str, Any]] = {}
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        super()._on_delivery(err, msg)
+        self.outcomes[int(msg.value())] = {
+            "acked": err is None,
+            "offset": msg.offset() if err is None and msg.offset() >= 0 else None,
+            "error": None if err is None else err.str(),
+        }
+
+
+def scenario_profile(s: Scenario) -> Profile:
+    """The client profile a scenario runs with (RF 2, its acks, min ISR and unclean setting)."""
+    base = PROFILES["acks1"] if s.acks == "1" else PROFILES["no-idempotence"]
+    return replace(base, name=f"scenario:{s.name}", description=s.description, acks=s.acks, enable_idempotence=False,
+                   replication_factor=2, min_insync_replicas=s.min_insync_replicas, unclean_leader_election=s.unclean,
+                   delivery_timeout_ms=20_000, isolation_level="read_uncommitted")
+
+
+def profile_record(p: Profile) -> dict[str, Any]:
+    """The profile as config.json carries it: the Profile's fields plus the dotted keys that
+    analysis/permissions.py reads."""
+    d = p.as_dict()
+    d.update({"acks": p.acks, "enable.idempotence": p.enable_idempotence, "retries": p.retries,
+              "max.in.flight": p.max_in_flight, "isolation.level": p.isolation_level,
+              "unclean.leader.election.enable": p.unclean_leader_election,
+              "min.insync.replicas": p.min_insync_replicas, "replication.factor": p.replication_factor})
+    return d
+
+
+class ScenarioContext:
+    """Step helpers over one cluster and one recorder. A, B, C are the scenario's brokers:
+    A and B hold the partition's replicas, C is the third broker (the KRaft/ZooKeeper-era
+    controller when possible, so that cutting A from B never cuts either from the controller)."""
+
+    def __init__(self, cluster: KafkaCluster, recorder: Recorder, profile: Profile, kafka_version: str) -> None:
+        self.cluster, self.recorder, self.profile, self.version = cluster, recorder, profile, kafka_version
+        self.topic = TOPIC
+        self.pids = ProcessIds()
+        self.steps: list[dict[str, Any]] = []
+        self.writes: list[dict[str, Any]] = []  # label, value, broker, acked, offset, error
+        self._next_value = 1
+        self.A, self.B, self.C = self._choose_roles()
+        self._pollers: list[tuple[threading.Thread, threading.Event]] = []
+        self.replica_ids: list[int] = []
+        self.topic_config: dict[str, Any] | None = None
+
+    # --- identity ---------------------------------------------------------------------
+    def _choose_roles(self) -> tuple[Node, Node, Node]:
+        controller = None
+        try:
+            controller = self.cluster.active_controller()
+        except Exception as exc:  # the choice is an optimisation; any broker order still runs
+            log.info("active controller unknown: %s", exc)
+        others = [b for b in self.cluster.brokers if controller is None or b.node_id != controller.node_id]
+        c = controller if controller is not None and controller in self.cluster.brokers else others[-1]
+        a, b = [n for n in self.cluster.brokers if n is not c][:2]
+        return a, b, c
+
+    def name(self, node: Node) -> str:
+        return {self.A.node_id: "A", self.B.node_id: "B", self.C.node_id: "C"}.get(node.node_id, str(node.node_id))
+
+    def at_least(self, version: str) -> bool:
+        return version_tuple(self.version) >= version_tuple(version)
+
+    # --- recording ------------------------------------------------------------------------
+    def step(self, what: str, f: str = "scenario-step", **value: Any) -> dict[str, Any]:
+        """Record one step (a nemesis event) and keep it for scenario.json."""
+        event = {"step": len(self.steps) + 1, "what": what, **value}
+        self.recorder.nemesis(f, event)
+        event = {**event, "f": f, "t_s": round(self.recorder.elapsed_ns() / 1e9, 3)}
+        self.steps.append(event)
+        log.info("step %s: %s %s", event["step"], what, {k: v for k, v in value.items()})
+        return event
+
+    def fail(self, reason: str) -> None:
+        self.step("incomplete", reason=reason)
+        raise ScenarioIncomplete(reason)
+
+    # --- topic ------------------------------------------------------------------------------
+    def create_topic(self, replicas: list[Node], config: dict[str, Any]) -> None:
+        ids = [n.node_id for n in replicas]
+        self.cluster.create_topic(self.topic, replica_assignment=[ids], config=config, timeout_s=90)
+        self.replica_ids, self.topic_config = ids, {k: str(v) for k, v in config.items()}
+        self.step("create topic", "scenario-setup", topic=self.topic, replicas=ids,
+                  roles={"A": self.A.node_id, "B": self.B.node_id, "C": self.C.node_id}, config=config)
+
+    def state(self) -> dict[str, Any] | None:
+        try:
+            return self.cluster.partition_state(self.topic).get(0)
+        except (KafkaException, HarnessError, KeyError) as exc:
+            log.info("partition state unavailable: %s", exc)
+            return None
+
+    # --- writes -------------------------------------------------------------------------------
+    def write(self, labels: list[str], expect_leader: Node | None = None, timeout_s: float = 30.0) -> list[dict[str, Any]]:
+        """Write one record per label through a fresh recorded producer; wait for every delivery
+        report (bounded). Returns each label's value, offset and whether it was acknowledged."""
+        values = list(range(self._next_value, self._next_value + len(labels)))
+        self._next_value += len(labels)
+        leader = self.state()
+        self.step("write", "scenario-write", labels=labels, values=values, to=None if expect_leader is None else expect_leader.node_id,
+                  leader=None if leader is None else leader["leader"])
+        producer = _TrackingProducer(self.pids(), self.recorder, self.cluster.bootstrap_servers(), self.topic, self.profile,
+                                     extra={"delivery.timeout.ms": int(timeout_s * 1000), "request.timeout.ms": 10_000,
+                                            "linger.ms": 0, "max.in.flight.requests.per.connection": 1}).open()
+        for v in values:
+            producer.send(0, v)
+        producer.close(timeout_s=timeout_s + 5)
+        out = []
+        for label, v in zip(labels, values):
+            o = producer.outcomes.get(v, {"acked": False, "offset": None, "error": "no delivery report"})
+            out.append({"label": label, "value": v, "to": None if expect_leader is None else self.name(expect_leader), **o})
+        self.writes += out
+        self.step("written", "scenario-write", results=[{k: w[k] for k in ("label", "value", "acked", "offset", "error")} for w in out])
+        return out
+
+    # --- processes -------------------------------------------------------------------------------
+    def kill(self, node: Node) -> None:
+        pid = node.kill_process()
+        self.step(f"kill {self.name(node)}", "kill", node=node.node_id, pid=pid)
+
+    def start(self, node: Node) -> None:
+        pid = node.start_process()
+        self.step(f"start {self.name(node)}", "start", node=node.node_id, pid=pid)
+
+    # --- waits -------------------------------------------------------------------------------------
+    def wait_for(self, what: str, predicate: Callable[[dict[str, Any] | None], bool], timeout_s: float,
+                 tick: Callable[[], None] | None = None, every_s: float = 0.5) -> dict[str, Any] | None:
+        """Poll the partition state until `predicate` holds or `timeout_s` passes; record the outcome."""
+        began = time.monotonic()
+        state = None
+        for _ in range(int(timeout_s / every_s) + 2):  # bounded in count as well as time
+            state = self.state()
+            if predicate(state):
+                self.step(f"waited: {what}", ok=True, seconds=round(time.monotonic() - began, 1), state=state)
+                return state
+            if time.monotonic() - began > timeout_s:
+                break
+            if tick is not None:
+                tick()
+            time.sleep(every_s)
+        self.step(f"timed out: {what}", ok=False, seconds=round(time.monotonic() - began, 1), state=state)
+        return None
+
+    def wait_leader(self, node: Node, timeout_s: float = 60.0, unclean: bool = False) -> dict[str, Any]:
+        """Wait until `node` leads the partition. With `unclean`, after 15 s without an automatic
+        election ask for an unclean one (Kafka >= 2.4's ElectLeaders API), every 5 s."""
+        want = node.node_id
+        began = time.monotonic()
+        if unclean and self.at_least("2.4"):
+            state = self.wait_for(f"{self.name(node)} leader (automatic)", lambda s: bool(s) and s["leader"] == want, min(15.0, timeout_s))
+            for _ in range(int(timeout_s / 5) + 1):
+                if state is not None or time.monotonic() - began > timeout_s:
+                    break
+                self.elect(ElectionType.UNCLEAN)
+                state = self.wait_for(f"{self.name(node)} leader (after unclean ElectLeaders)", lambda s: bool(s) and s["leader"] == want, 5.0)
+        else:
+            state = self.wait_for(f"{self.name(node)} leader", lambda s: bool(s) and s["leader"] == want, timeout_s)
+        if state is None:
+            self.fail(f"broker {want} ({self.name(node)}) did not become leader within {timeout_s:.0f} s; state: {self.state()}")
+        return state  # type: ignore[return-value]
+
+    def wait_isr(self, nodes: list[Node], timeout_s: float = 60.0) -> dict[str, Any] | None:
+        want = sorted(n.node_id for n in nodes)
+        return self.wait_for(f"ISR {want}", lambda s: bool(s) and sorted(s["isr"]) == want and s["leader"] >= 0, timeout_s)
+
+    # --- elections and placement ----------------------------------------------------------------------
+    def elect(self, kind: ElectionType) -> str:
+        """AdminClient.elect_leaders (Kafka >= 2.4); returns and records the broker's answer."""
+        try:
+            fut = self.cluster.admin().elect_leaders(kind, [TopicPartition(self.topic, 0)], request_timeout=15)
+            answer = {f"{tp.topic}-{tp.partition}": (str(err) if err else "ok") for tp, err in fut.result(timeout=20).items()}
+            text = json.dumps(answer)
+        except Exception as exc:  # the answer (often ELECTION_NOT_NEEDED or ELIGIBLE_LEADERS_NOT_AVAILABLE) is evidence
+            text = f"{type(exc).__name__}: {exc}"
+        self.step(f"elect leaders ({kind.name})", "elect", kind=kind.name, answer=text[:500])
+        return text
+
+    def tool(self, node: Node, main: str, args: str, timeout_s: int = 90) -> tuple[int, str]:
+        """Run one of Kafka's command-line tools inside `node`'s container."""
+        from harness.broker_config import KAFKA_LIBS
+        from harness.node import JDK17_OPENS
+
+        code, out = node.exec(f"timeout {timeout_s} java -Xmx192m {JDK17_OPENS} -cp '{KAFKA_LIBS}/*' {main} {args} 2>&1")
+        return code, out
+
+    def reorder_replicas(self, order: list[Node], via: Node) -> None:
+        """Change the partition's replica order (the preferred leader is the first) with Kafka's
+        ReassignPartitionsCommand, run inside `via` (ZooKeeper-era: against ZooKeeper)."""
+        ids = [n.node_id for n in order]
+        plan = json.dumps({"version": 1, "partitions": [{"topic": self.topic, "partition": 0, "replicas": ids}]})
+        path = "/opt/harness/node/reassign.json"
+        via.exec(f"cat > {path} <<'EOF'\n{plan}\nEOF")
+        if self.cluster.is_kraft or self.at_least("2.5"):
+            main = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand" if self.at_least("3.5") else "kafka.admin.ReassignPartitionsCommand"
+            target = f"--bootstrap-server {via.hostname}:9092"
+        else:
+            main, target = "kafka.admin.ReassignPartitionsCommand", "--zookeeper zookeeper:2181"
+        code, out = self.tool(via, main, f"{target} --reassignment-json-file {path} --execute")
+        self.step(f"reorder replicas to {ids}", "reassign", replicas=ids, exit_code=code, output=out.strip()[-600:])
+        if code != 0:
+            self.fail(f"ReassignPartitionsCommand exited {code}: {out.strip()[-300:]}")
+
+    def preferred_election(self, via: Node) -> str:
+        if self.at_least("2.4"):
+            return self.elect(ElectionType.PREFERRED)
+        path = "/opt/harness/node/elect.json"
+        via.exec(f"cat > {path} <<'EOF'\n" + json.dumps({"partitions": [{"topic": self.topic, "partition": 0}]}) + "\nEOF")
+        code, out = self.tool(via, "kafka.admin.PreferredReplicaLeaderElectionCommand", f"--zookeeper zookeeper:2181 --path-to-json-file {path}")
+        self.step("preferred leader election (PreferredReplicaLeaderElectionCommand)", "elect", kind="PREFERRED", exit_code=code,
+                  answer=out.strip()[-500:])
+        return out
+
+    # --- network -------------------------------------------------------------------------------------
+    def cut(self, a: Node, b: Node, both_ways: bool = True) -> None:
+        """a drops packets from b (and b from a when both_ways)."""
+        net.drop_from(a, [b], CUT)
+        if both_ways:
+            net.drop_from(b, [a], CUT)
+        self.step(f"cut {self.name(a)}{'<->' if both_ways else '<-'}{self.name(b)}", "cut", drop_on=[a.node_id] + ([b.node_id] if both_ways else []),
+                  from_=[b.node_id] + ([a.node_id] if both_ways else []))
+
+    def heal(self) -> None:
+        for n in self.cluster.brokers:
+            net.heal(n, CUT)
+        self.step("heal every cut", "heal")
+
+    # --- consumers -------------------------------------------------------------------------------------
+    def consumer(self, extra: dict[str, Any] | None = None) -> ConsumerClient:
+        process = self.pids()
+        return ConsumerClient(process, self.recorder, self.cluster.bootstrap_servers(), self.topic, self.profile,
+                              f"scenario-{process}", extra=extra).open()
+
+    def start_poller(self, client: ConsumerClient, max_s: float = 600.0) -> Callable[[], None]:
+        """Poll `client` in the background (every ~0.2 s, at most `max_s`); returns the stop function."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            end = time.monotonic() + max_s
+            while not stop.is_set() and time.monotonic() < end:
+                client.poll(max_records=100, timeout_s=0.2)
+
+        thread = threading.Thread(target=loop, name=f"poller-{client.process}", daemon=True)
+        thread.start()
+        self._pollers.append((thread, stop))
+
+        def halt() -> None:
+            stop.set()
+            thread.join(timeout=10)
+
+        return halt
+
+    def stop_pollers(self) -> None:
+        for thread, stop in self._pollers:
+            stop.set()
+            thread.join(timeout=10)
+
+    # --- the end -----------------------------------------------------------------------------------------
+    def high_watermark(self, timeout_s: float = 10.0) -> int:
+        probe = Consumer({"bootstrap.servers": self.cluster.bootstrap_servers(), "group.id": "scenario-hwm",
+                          "logger": logging.getLogger("librdkafka.consumer")})
+        try:
+            return probe.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=timeout_s)[1]
+        finally:
+            probe.close()
+
+    def drain(self, timeout_s: float = 60.0) -> dict[str, Any]:
+        """The final drain: a fresh consumer reads the partition from the beginning to its high watermark."""
+        began = time.monotonic()
+        first_index = self.recorder.events_recorded
+        try:
+            high = {0: self.high_watermark()}
+        except KafkaException as exc:
+            self.step("drain: high watermark unavailable", error=str(exc))
+            return {"complete": False, "high_watermarks": {}, "timed_out_partitions": [0], "processes": [],
+                    "first_index": first_index, "seconds": 0.0}
+        client = self.consumer()
+        try:
+            left = drain_one(client, 1, high, began + timeout_s)
+        finally:
+            client.close()
+        drain = {"complete": not left, "high_watermarks": {"0": high[0]}, "timed_out_partitions": sorted(left),
+                 "processes": [client.process], "first_index": first_index, "seconds": round(time.monotonic() - began, 3)}
+        self.step("final drain", "scenario-drain", **{k: drain[k] for k in ("complete", "high_watermarks", "seconds")})
+        return drain
+
+    def ensure_all_running(self) -> None:
+        for n in self.cluster.brokers:
+            if n.pid() is None:
+                self.start(n)
+
+
+def run_scenario(scenario: Scenario, kafka_version: str | None, store: Path | str, command_line: list[str] | None = None) -> Path:
+    """Run one scenario on one version; return the run directory. Raises HarnessError on
+    infrastructure failure (the run directory is marked FAILED). A step that cannot be carried
+    out (an election that never happens) is a result, not a failure: status "incomplete"."""
+    if not scenario.runnable or scenario.steps is None:
+        raise HarnessError(f"scenario {scenario.name} is not runnable: {scenario.reason}")
+    version = resolve_kafka_version(kafka_version)
+    store = prepare_store(Path(store))
+    run_id = new_run_id()
+    run_dir = store / run_id
+    run_dir.mkdir()
+    profile = scenario_profile(scenario)
+    record: dict[str, Any] = {
+        "history_format": FORMAT_VERSION, "run_id": run_id, "status": "running", "seed": 0, "kafka_version": version,
+        "brokers": 3, "workload": f"scenario:{scenario.name}", "profile": profile_record(profile), "partitions": 1,
+        "replication_factor": 2, "producers": None, "consumers": None, "topic": TOPIC, "nemesis": ["scenario"],
+        "scenario": scenario.summary(), "broker_config": scenario.broker_config, "topic_config": None,
+        "command_line": " ".join(command_line or []), "drain": None,
+    }
+    _write_json(run_dir / "config.json", record)
+    recorder = Recorder(run_dir / "history.jsonl")
+    cluster: KafkaCluster | None = None
+    began = time.monotonic()
+    try:
+        cluster = KafkaCluster(brokers=3, kafka_version=version, broker_config=dict(scenario.broker_config), run_id=run_id,
+                               work_dir=run_dir, ready_timeout_s=180)
+        cluster.start()
+        _write_json(run_dir / "cluster.json", cluster_description(cluster))
+        ctx = ScenarioContext(cluster, recorder, profile, version)
+        status, reason, observations = "completed", None, {}
+        try:
+            observations = scenario.steps(ctx) or {}
+        except ScenarioIncomplete as exc:
+            status, reason = "incomplete", str(exc)
+        finally:
+            ctx.stop_pollers()
+        if not ctx.replica_ids:
+            raise HarnessError(f"scenario {scenario.name} stopped before it created its topic: {reason}")
+        ctx.heal()
+        ctx.ensure_all_running()
+        ctx.wait_isr([cluster.node(i) for i in ctx.replica_ids], timeout_s=90)
+        drain = ctx.drain()
+        evidence = replica_evidence.collect(cluster, TOPIC, [0], version, {0: ctx.replica_ids}, run_dir)
+        recorder.close()
+        record.update(status="completed", drain=drain, counts=dict(recorder.counts), topic_config=ctx.topic_config,
+                      seconds={"total": round(time.monotonic() - began, 3)})
+        _write_json(run_dir / "config.json", record)
+        summary = summarize(scenario, version, run_dir, status, reason, ctx, observations, evidence, drain)
+        _write_json(run_dir / "scenario.json", summary)
+        return run_dir
+    except BaseException as exc:
+        reason = str(exc) if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
+        (run_dir / "FAILED").write_text(reason + "\n")
+        record.update(status="failed", failure=reason)
+        _write_json(run_dir / "config.json", record)
+        try:
+            recorder.close(parquet=False)
+        except Exception:
+            pass
+        if isinstance(exc, HarnessError | KeyboardInterrupt | SystemExit):
+            raise
+        raise HarnessError(f"scenario run {run_id} failed: {reason}", hint=f"see {run_dir} and the broker logs there") from exc
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
+def summarize(scenario: Scenario, version: str, run_dir: Path, status: str, reason: str | None, ctx: ScenarioContext,
+              observations: dict[str, Any], evidence: dict[str, Any], drain: dict[str, Any]) -> dict[str, Any]:
+    """scenario.json: steps, writes, observations, replica divergence and history counts (reference checker)."""
+    from analysis.reference import counts as reference_counts, read_jsonl
+
+    counts = reference_counts(read_jsonl(run_dir / "history.jsonl"))
+    div = evidence["partitions"]["0"]["divergence"]
+    lost = counts["lost-write"] + (counts["unseen"] if drain.get("complete") else 0)
+    summary = {
+        "scenario": scenario.name, "kip": scenario.kip, "kafka_version": version, "run_id": run_dir.name,
+        "status": status, "incomplete_reason": reason,
+        "roles": {"A": ctx.A.node_id, "B": ctx.B.node_id, "C": ctx.C.node_id},
+        "writes": ctx.writes, "observations": observations,
+        "replica_divergence": {k: div[k] for k in ("diverged", "first_offset", "diverged_offsets", "log_end_offsets")}
+        | {"differences": div["differences"][:5]},
+        "history_counts": counts,
+        "headline": {"lost": lost, "diverged": counts["inconsistent-offsets"], "replica_diverged": div["diverged"],
+                     "detected_by_client": observations.get("detected_by_client")},
+        "steps": ctx.steps,
+    }
+    summary["bug_shown"] = scenario.shows_bug(summary) if scenario.shows_bug and status == "completed" else None
+    return summary

@@ -1,0 +1,224 @@
+"""The scenarios themselves, step by step (docs/scenarios.md explains each against its KIP).
+
+Roles: A and B hold the partition's two replicas, C is the third broker (chosen to be the
+controller, so cutting A from B never cuts either from it)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from harness.history import read_history
+from harness.scenarios import Scenario
+from harness.scenarios.context import ScenarioContext
+
+UNCLEAN_TOPIC = {"min.insync.replicas": 1, "unclean.leader.election.enable": "true"}
+CLEAN_TOPIC = {"min.insync.replicas": 1, "unclean.leader.election.enable": "false"}
+
+
+def _wait_hw(ctx: ScenarioContext, target: int, timeout_s: float = 30.0) -> bool:
+    """Wait until the high watermark reaches `target`: every ISR member then holds the records."""
+    began = time.monotonic()
+    hw = -1
+    for _ in range(int(timeout_s / 0.5) + 1):
+        try:
+            hw = ctx.high_watermark(timeout_s=5)
+        except Exception:
+            hw = -1
+        if hw >= target or time.monotonic() - began > timeout_s:
+            break
+        time.sleep(0.5)
+    ctx.step(f"waited: high watermark >= {target}", ok=hw >= target, high_watermark=hw)
+    return hw >= target
+
+
+def _out_of_isr(ctx: ScenarioContext, gone: Any, leader: Any, timeout_s: float = 60.0) -> None:
+    ctx.wait_for(f"{ctx.name(gone)} out of the ISR, {ctx.name(leader)} leader",
+                 lambda s: bool(s) and s["leader"] == leader.node_id and gone.node_id not in s["isr"], timeout_s)
+
+
+# --- KIP-101 appendix (a) -------------------------------------------------------------------------
+def unclean_divergence(ctx: ScenarioContext) -> dict[str, Any]:
+    A, B = ctx.A, ctx.B
+    ctx.create_topic([A, B], UNCLEAN_TOPIC)
+    ctx.wait_isr([A, B], 60)
+    ctx.kill(B)
+    _out_of_isr(ctx, B, A)
+    ctx.write(["m1"], A)                      # epoch 0 on A, offset 0
+    ctx.kill(A)
+    ctx.start(B)
+    ctx.wait_leader(B, 120, unclean=True)     # epoch 1 on B
+    ctx.write(["m2"], B)                      # B:0
+    ctx.kill(B)
+    ctx.start(A)
+    ctx.wait_leader(A, 120, unclean=True)     # epoch 2 on A
+    ctx.write(["m3"], A)                      # A:1
+    ctx.kill(A)
+    ctx.start(B)
+    ctx.wait_leader(B, 120, unclean=True)     # epoch 3 on B
+    ctx.write(["m4"], B)                      # B:1 covers up the divergence at offset 0
+    ctx.start(A)
+    state = ctx.wait_isr([A, B], 90)
+    return {"isr_full_after_last_restart": state is not None}
+
+
+# --- KIP-279 (KAFKA-6361) ------------------------------------------------------------------------
+def fast_failover(ctx: ScenarioContext) -> dict[str, Any]:
+    A, B, C = ctx.A, ctx.B, ctx.C
+    ctx.create_topic([A, B], CLEAN_TOPIC)
+    ctx.wait_isr([A, B], 60)
+    ctx.write([f"r{i}" for i in range(11)], A)          # offsets 0..10, replicated to B
+    _wait_hw(ctx, 11)
+    ctx.cut(A, B)
+    ctx.write([f"r{i}" for i in range(11, 21)], A)      # offsets 11..20 on A only; B stays in ISR (long lag time)
+    ctx.reorder_replicas([B, A], via=C)
+    ctx.wait_for("replica order [B, A]", lambda s: bool(s) and s["replicas"][:1] == [B.node_id], 30)
+    ctx.preferred_election(via=C)
+    state = ctx.wait_leader(B, 60)                      # B leads; A follows but cannot reach B to truncate
+    a_in_isr = A.node_id in state["isr"]
+    ctx.write([f"s{i}" for i in range(11, 16)], B)      # offsets 11..15 on B, the new epoch
+    ctx.kill(B)
+    state = ctx.wait_leader(A, 60)                      # clean election: A is still in the ISR
+    ctx.heal()
+    ctx.start(B)
+    full = ctx.wait_isr([A, B], 90)
+    return {"A_in_isr_when_B_led": a_in_isr, "isr_full_after_restart": full is not None}
+
+
+# --- KIP-320 -----------------------------------------------------------------------------------------
+def consumer_truncation(ctx: ScenarioContext) -> dict[str, Any]:
+    A, B = ctx.A, ctx.B
+    ctx.create_topic([A, B], UNCLEAN_TOPIC)
+    ctx.wait_isr([A, B], 60)
+    ctx.write([f"x{i}" for i in range(5)], A)           # offsets 0..4 on both
+    _wait_hw(ctx, 5)
+    ctx.kill(B)
+    _out_of_isr(ctx, B, A)
+    ctx.write([f"x{i}" for i in range(5, 10)], A)       # offsets 5..9 on A only
+    consumer = ctx.consumer()
+    consumer.assign([0], "beginning")
+    halt = ctx.start_poller(consumer)
+    ctx.step("consumer started", consumer=consumer.process)
+    for _ in range(100):                                # bounded: 100 x 0.3 s
+        if consumer.next_offset.get(0, 0) >= 10:
+            break
+        time.sleep(0.3)
+    position = consumer.next_offset.get(0, 0)
+    ctx.step("consumer position before the unclean election", position=position)
+    ctx.kill(A)
+    ctx.start(B)
+    ctx.wait_leader(B, 120, unclean=True)
+    election_index = ctx.recorder.events_recorded
+    ys = ctx.write([f"y{i}" for i in range(5, 13)], B)  # offsets 5..12 on B: 5..9 lie behind the consumer
+    for _ in range(100):                                # bounded: up to 30 s for the consumer to react
+        if consumer.next_offset.get(0, 0) >= 13:
+            break
+        time.sleep(0.3)
+    time.sleep(2)
+    halt()
+    ctx.step("consumer stopped", position=consumer.next_offset.get(0, 0))
+    consumer.close()
+    ctx.start(A)
+    verdict = classify_consumer(ctx, consumer.process, election_index, position, ys)
+    ctx.step("consumer classified", **verdict)
+    return verdict
+
+
+def classify_consumer(ctx: ScenarioContext, process: int, after_index: int, position: int,
+                      new_writes: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the consumer reacted to the truncation, from its recorded polls after the election:
+    detected (a log-truncation error), offset reset (out-of-range error / reset), re-read
+    (it read offsets below its old position again) or silently skipped (records written behind
+    its position were never read by it)."""
+    ctx.recorder.flush()
+    events = [e for e in read_history(ctx.recorder.path)
+              if e["process"] == process and e["f"] == "poll" and e["type"] != "invoke" and e["index"] >= after_index]
+    errors = sorted({e["error"] for e in events if e.get("error")})
+    reads = [(r["offset"], r["value"]) for e in events if e["type"] == "ok" for r in e["value"]["records"]]
+    behind = {w["value"] for w in new_writes if w["acked"] and w["offset"] is not None and w["offset"] < position}
+    read_values = {v for _, v in reads}
+    truncation = any("truncat" in err.lower() for err in errors)
+    reset = any(("out of range" in err.lower() or "reset" in err.lower()) for err in errors)
+    reread = any(o < position for o, _ in reads)
+    skipped = sorted(behind - read_values)
+    if truncation:
+        kind = "detected-truncation"
+    elif reset:
+        kind = "offset-reset"
+    elif reread:
+        kind = "re-read"
+    elif skipped:
+        kind = "silently-skipped"
+    else:
+        kind = "no-effect"
+    return {"classification": kind, "detected_by_client": int(truncation or reset), "errors": errors[:10],
+            "position_before": position, "reads_after_election": reads[:40], "skipped_values": skipped,
+            "reread": reread}
+
+
+# --- KIP-101 scenario 1 and 2: documented, not runnable -------------------------------------------------
+HW_TRUNCATION_REASON = (
+    "the planned clean reproduction does not trigger the bug on 0.10.2: bumping the leader epoch while B stays "
+    "leader (a reassignment adding C) does not make A truncate, because 0.10.2's ReplicaManager.makeFollowers skips "
+    "the become-follower transition (and its truncation to the high watermark) when the new leader equals the old "
+    "one; the KIP's own trigger, restarting A, removes A from the ISR when its ZooKeeper session expires, so the "
+    "clean election of A that the scenario needs can no longer happen. A faithful version needs a leader change to a "
+    "third replica that A can reach while B cannot reach A, with the controller on a fourth broker; not built."
+)
+
+
+def _unclean_bug(summary: dict[str, Any]) -> bool:
+    return bool(summary["replica_divergence"]["diverged"])
+
+
+SCENARIOS: list[Scenario] = [
+    Scenario(
+        name="kip101-unclean-divergence", kip="KIP-101 appendix (a)",
+        description="Divergent logs with unclean leader election and min.isr=1: two replicas killed and restarted in "
+                    "turn, each write lands on a different replica at the same offsets.",
+        bug_versions="every version (leader epochs do not protect unclean elections)",
+        expected={"0.10.2": "replicas diverge (HW truncation keeps both offset-0 records)",
+                  ">=0.11": "replicas diverge at offset 0: the epoch request for epoch 2 is answered with epoch 3's start (1)",
+                  "verdict": "valid: acks=1 and unclean election permit the loss and divergence"},
+        steps=unclean_divergence, acks="1", unclean=True, shows_bug=_unclean_bug,
+    ),
+    Scenario(
+        name="kip279-fast-failover", kip="KIP-279 (KAFKA-6361)",
+        description="Fast back-to-back leader fail-over: the follower that became leader while cut off had no chance "
+                    "to truncate; the old leader's tail and the short-lived leader's tail share offsets.",
+        bug_versions="0.11 to 1.1 (KIP-101 without KIP-279); before 0.11 HW truncation",
+        expected={"0.10.2": "B truncates to its high watermark on restart and refetches: replicas identical",
+                  "1.1": "B keeps s11..s15 (the epoch request answers the next epoch's start, 21): replicas diverge from 11",
+                  ">=2.0": "B truncates to 11 (epoch and end offset), refetches: replicas identical; s11..s15 lost (acks=1 permits it)"},
+        steps=fast_failover, acks="1", unclean=False,
+        broker_config={"replica.lag.time.max.ms": 60000},
+        shows_bug=_unclean_bug,
+    ),
+    Scenario(
+        name="kip320-consumer-truncation", kip="KIP-320",
+        description="A consumer that read past the new leader's log end during an unclean election: does it detect the "
+                    "truncation, reset, re-read or silently skip the records written behind its position?",
+        bug_versions="clients or brokers without KIP-320 (brokers before 2.1) skip silently",
+        expected={"<2.1": "no epoch validation: the consumer silently skips the records written behind its position",
+                  ">=2.1": "librdkafka >= 2.1 validates its position with OffsetForLeaderEpoch and reports log truncation"},
+        steps=consumer_truncation, acks="1", unclean=True,
+        shows_bug=lambda s: s["observations"].get("classification") == "silently-skipped",
+    ),
+    Scenario(
+        name="kip101-hw-truncation", kip="KIP-101 scenario 1",
+        description="High-watermark truncation followed by immediate leader election: the follower truncates an "
+                    "acknowledged record to its stale high watermark, then becomes leader.",
+        bug_versions="before 0.11 (0.10.2)",
+        expected={"0.10.2": "acknowledged (acks=all) record lost", ">=0.11": "nothing lost"},
+        steps=None, runnable=False, reason=HW_TRUNCATION_REASON, acks="all",
+    ),
+    Scenario(
+        name="kip101-power-loss-divergence", kip="KIP-101 scenario 2",
+        description="Replica divergence on restart after multiple hard failures that drop un-fsynced writes.",
+        bug_versions="before 0.11 (0.10.2)",
+        expected={"0.10.2": "replicas diverge", ">=0.11": "replicas converge"},
+        steps=None, runnable=False,
+        reason="needs a power-loss fault that drops writes not yet fsynced (page cache lost); the nemesis "
+               "issue has not built it, and SIGKILL keeps the page cache, so it cannot be imitated",
+    ),
+]

@@ -1,0 +1,95 @@
+"""scenario x version → one Markdown table row each: lost / diverged / detected-by-client, verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.errors import HarnessError
+from harness.scenarios import Scenario
+
+HEADER = ("| scenario | Kafka | lost | diverged (history) | replicas diverged | detected by client | verdict | bug shown | run |\n"
+          "|---|---|---|---|---|---|---|---|---|")
+
+
+def _load(run_dir: Path, name: str) -> dict[str, Any]:
+    path = run_dir / name
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def row(run_dir: Path, results: dict[str, Any] | None) -> str:
+    s = _load(run_dir, "scenario.json")
+    h = s["headline"]
+    div = s["replica_divergence"]
+    rep = f"yes, from offset {div['first_offset']} ({div['diverged_offsets']} offsets)" if div["diverged"] else "no"
+    if results:
+        lost, diverged = results["headline"]["lost"], results["headline"]["diverged"]
+        verdict = results["verdict"] + (f" ({', '.join(results['forbidden'])} forbidden)" if results.get("forbidden") else "")
+    else:
+        lost, diverged, verdict = h["lost"], h["diverged"], "not checked"
+    detected = s["observations"].get("classification", "–")
+    if s["observations"].get("classification"):
+        detected = f"{h['detected_by_client']} ({detected})"
+    bug = {True: "**yes**", False: "no", None: "–"}[s.get("bug_shown")]
+    if s["status"] != "completed":
+        bug = f"incomplete: {s['incomplete_reason'][:120]}"
+    return f"| {s['scenario']} | {s['kafka_version']} | {lost} | {diverged} | {rep} | {detected} | {verdict} | {bug} | {s['run_id']} |"
+
+
+def render_run(run_dir: Path, results: dict[str, Any] | None) -> str:
+    s = _load(run_dir, "scenario.json")
+    lines = [f"run directory: {run_dir}", f"status: {s['status']}" + (f" ({s['incomplete_reason']})" if s.get("incomplete_reason") else "")]
+    for w in s["writes"]:
+        lines.append(f"  write {w['label']:>4} value {w['value']:>3} to {w.get('to')}: "
+                     + (f"acked at offset {w['offset']}" if w["acked"] else f"not acked ({w['error']})"))
+    d = s["replica_divergence"]
+    lines.append(f"replicas: log ends {d['log_end_offsets']}, diverged: {d['diverged']}"
+                 + (f" from offset {d['first_offset']}: {d['differences'][:3]}" if d["diverged"] else ""))
+    if s["observations"]:
+        lines.append(f"observations: {json.dumps({k: v for k, v in s['observations'].items() if k != 'reads_after_election'})}")
+    lines.append(f"history (reference checker): {s['history_counts']}")
+    if results:
+        lines.append(f"checker verdict: {results['verdict']} headline {results['headline']}")
+    lines.append(HEADER)
+    lines.append(row(run_dir, results))
+    return "\n".join(lines)
+
+
+def run_matrix(chosen: list[Scenario], versions: list[str], store: Path | str, use_checker: bool = True,
+               echo: Callable[[str], None] = print) -> str:
+    """Run every runnable scenario on every version (infrastructure failures become rows too)."""
+    from harness.scenarios.context import run_scenario
+
+    spark = None
+    if use_checker:
+        try:
+            from analysis.spark import get_session
+
+            spark = get_session()
+        except Exception as exc:
+            echo(f"Spark checker unavailable ({type(exc).__name__}: {exc}); using the reference checker")
+    rows = [HEADER]
+    for s in chosen:
+        if not s.runnable:
+            rows.append(f"| {s.name} | all | – | – | – | – | not runnable | {s.reason[:160]}… | – |")
+            continue
+        for v in versions:
+            echo(f"running {s.name} on Kafka {v} …")
+            try:
+                run_dir = run_scenario(s, v, store)
+            except HarnessError as exc:
+                rows.append(f"| {s.name} | {v} | – | – | – | – | failed to run | {str(exc)[:160]} | – |")
+                echo(f"  failed: {exc}")
+                continue
+            results = None
+            if spark is not None:
+                try:
+                    from analysis.checker import check_run
+
+                    results = check_run(run_dir, spark)
+                except Exception as exc:
+                    echo(f"  checker failed on {run_dir}: {type(exc).__name__}: {exc}")
+            rows.append(row(run_dir, results))
+            echo("  " + rows[-1])
+    return "\n".join(rows)
