@@ -78,8 +78,7 @@ PAGE = """<!DOCTYPE html>
 </body></html>
 """
 
-PLOT_CONFIG = {"displaylogo": False, "responsive": True, "showTips": False, "showLink": False,
-               "showSendToCloud": False, "showEditInChartStudio": False,
+PLOT_CONFIG = {"displaylogo": False, "responsive": True, "showTips": False, "showSendToCloud": False,
                "modeBarButtonsToRemove": ["sendDataToCloud", "lasso2d", "select2d", "editInChartStudio"]}
 
 

@@ -133,7 +133,7 @@ def _example_rows(name: str, examples: list[dict[str, Any]]) -> list[dict[str, s
         rows.append({
             "key": html.fmt(ex.get("key")),
             "where": ", ".join(map(str, where)) if isinstance(where, list) else html.fmt(where),
-            "values": ", ".join(map(str, values)) if isinstance(values, list) else html.fmt(values),
+            "vals": ", ".join(map(str, values)) if isinstance(values, list) else html.fmt(values),
             "extra": ", ".join(f"{k}={v}" for k, v in extra.items()),
             "ops": "; ".join(_op_text(o) for o in ex.get("ops") or [] if isinstance(o, dict)),
         })

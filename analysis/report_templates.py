@@ -65,7 +65,7 @@ Shaded bands are faults, labelled with the fault and its target broker(s) and th
   <div class="muted">{{ k.definition }}. {% if k.shown < k.count %}Showing {{ k.shown }} of {{ k.count|fmt }} examples.{% endif %}</div>
   {% if k.rows %}
   <table><tr><th>partition</th><th>offset(s)</th><th>value(s)</th><th>details</th><th>operations (history index, time, process)</th></tr>
-  {% for r in k.rows %}<tr><td>{{ r.key }}</td><td>{{ r.where }}</td><td>{{ r.values }}</td><td class="muted">{{ r.extra }}</td><td><code>{{ r.ops }}</code></td></tr>{% endfor %}
+  {% for r in k.rows %}<tr><td>{{ r.key }}</td><td>{{ r.where }}</td><td>{{ r.vals }}</td><td class="muted">{{ r.extra }}</td><td><code>{{ r.ops }}</code></td></tr>{% endfor %}
   </table>
   {% endif %}
   {% for p in k.plots %}<div>{{ p }}</div>{% endfor %}

@@ -65,7 +65,11 @@ def _events(seed: int, seconds: int, rate: int, keys: int, anomaly: str | None) 
             stalled = part[0] <= t < part[1] and c == 11
             recs = []
             for k in range(keys):
-                avail = [x for x in logs[k][pos[c][k]:] if x[2] < t - 0.3][: (0 if stalled else 40)]
+                avail = []
+                for x in logs[k][pos[c][k]:pos[c][k] + (0 if stalled else 40)]:
+                    if x[2] >= t - 0.3:  # a prefix: consumers read in offset order
+                        break
+                    avail.append(x)
                 pos[c][k] += len(avail)
                 recs += [{"key": k, "offset": o, "value": v, "epoch": 0} for o, v, _ in avail]
             add(t, c, "invoke", "poll", None)
@@ -148,3 +152,72 @@ def make_run(root: Path, name: str, anomaly: str | None = None, *, seed: int = 1
         (run_dir / "brokers" / str(i)).mkdir(exist_ok=True)
         (run_dir / "brokers" / str(i) / "server.log").write_text(f"[2026-01-01 00:00:00,000] INFO broker {i} started\n")
     return run_dir
+
+
+def _injected_ops(events: list[dict]) -> list[dict]:
+    """The completions that touch an injected value (≥ 10**9), as the checker's example ops."""
+    ops = []
+    for e in events:
+        v = e.get("value")
+        if e["type"] == "invoke" or not isinstance(v, dict):
+            continue
+        recs = v.get("records") or ([v] if e["f"] == "send" else [])
+        for r in recs:
+            if isinstance(r.get("value"), int) and r["value"] >= 10**9:
+                ops.append({"index": e["index"], "time": e["time"], "process": str(e["process"]), "f": e["f"],
+                            "type": e["type"], "key": r["key"], "offset": r.get("offset"), "value": r["value"]})
+    return ops
+
+
+def make_results(run_dir: Path, anomaly: str | None) -> dict:
+    """results.json in the checker's shape (analysis/checker.py): counts from the plain-Python
+    reference checker, examples built from the injected ops. Written to RUN_DIR/results.json."""
+    from analysis import reference
+    from analysis.names import ANOMALIES, headline
+    from analysis.permissions import allowed as permitted
+    from analysis.verdict import decide
+
+    events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    config = json.loads((run_dir / "config.json").read_text())
+    counts = reference.counts(events)
+    allow, rules = permitted(config)
+    v = decide(counts, allow, config["drain"]["complete"], ops=len(events))
+    examples: dict[str, list] = {a: [] for a in ANOMALIES}
+    ops = _injected_ops(events)
+    if anomaly and ops:
+        first = ops[0]
+        if anomaly == "inconsistent-offsets":
+            ex = {"key": first["key"], "offset": first["offset"], "values": sorted({o["value"] for o in ops}), "ops": ops}
+        elif anomaly == "duplicate":
+            ex = {"value": first["value"], "key": first["key"], "offset": first["offset"],
+                  "positions": [{"key": o["key"], "offset": o["offset"]} for o in ops], "ops": ops}
+        elif anomaly in ("lost-write", "unseen"):
+            ex = {"key": first["key"], "offset": first["offset"], "value": first["value"],
+                  "max_read_offset": (ops[-1]["offset"] if anomaly == "lost-write" else None), "ops": [first]}
+        elif anomaly == "aborted-read":
+            read = next(o for o in ops if o["f"] == "poll")
+            write = {**first, "offset": None}
+            ex = {"value": read["value"], "key": read["key"], "offset": read["offset"], "ops": [read, write]}
+        else:  # pairs: nonmonotonic-send/-poll, poll-skip
+            pair = [o for o in ops if o["f"] == ("send" if anomaly == "nonmonotonic-send" else "poll")][:2]
+            ex = {"key": pair[0]["key"], "process": pair[0]["process"], "offsets": [o["offset"] for o in pair],
+                  "values": [o["value"] for o in pair], "ops": pair}
+            if anomaly == "poll-skip":
+                ex["skipped_offset"] = pair[0]["offset"] + 1
+        examples[anomaly] = [ex]
+    stats: dict[str, dict[str, int]] = {}
+    for e in events:
+        if e["process"] != "nemesis":
+            stats.setdefault(e["f"], {"invoke": 0, "ok": 0, "fail": 0, "info": 0})[e["type"]] += 1
+    results = {
+        "results_version": 1, "verdict": v.verdict, "reasons": v.reasons, "forbidden": v.forbidden,
+        "counts": counts, "headline": headline(counts, config["drain"]["complete"]),
+        "allowed": sorted(allow, key=ANOMALIES.index), "allowed_by": rules, "examples": examples,
+        "op_stats": stats, "drain": {"complete": True, "high_watermarks": config["drain"]["high_watermarks"]},
+        "history": {"path": str(run_dir / "history.parquet"), "format": "parquet", "events": len(events), "truncated": False},
+        "run": {"seed": config["seed"], "kafka_version": config["kafka_version"], "workload": config["workload"],
+                "profile": config["profile"]["name"], "nemesis": sorted(config["nemesis"])},
+        "checked_at": "2026-01-0%dT07:00:00+00:00" % (1 + config["seed"] % 9), "timings": {"total_s": 1.0},
+    }
+    (run_dir / "results.json").write_text(json.dumps(results, indent=2))
+    return results

@@ -1,0 +1,167 @@
+"""The store's dashboard, `STORE/index.html`: one row per run (sortable, filterable) and trend
+plots of anomaly rates by Kafka version and by nemesis set over time.
+
+Trends come from `python -m analysis trends STORE` (`STORE/_trends/summary.json`, its "daily"
+rows) when present and at least as new as every results.json; otherwise the same daily rows are
+computed here from each run's results.json (no Spark needed for a page)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from analysis import html
+from analysis.names import ANOMALIES
+from analysis.report_templates import DASHBOARD
+from harness.errors import HarnessError
+
+COLOURS = {"valid": "#1b8a3a", "invalid": "#c62828", "unknown": "#d98c00", "unchecked": "#6b7280"}
+COLUMNS = [("date", False), ("run", False), ("Kafka", False), ("nemeses", False), ("workload", False),
+           ("profile", False), ("verdict", False), ("lost", True), ("duplicated", True), ("reordered", True),
+           ("diverged", True), ("events", True), ("duration s", True)]
+RUN_ID_TIME = re.compile(r"^(\d{8}T\d{6})")
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _run_date(run_dir: Path, results: dict[str, Any] | None) -> dt.datetime:
+    m = RUN_ID_TIME.match(run_dir.name)
+    if m:
+        return dt.datetime.strptime(m.group(1), "%Y%m%dT%H%M%S")
+    if results and results.get("checked_at"):
+        try:
+            return dt.datetime.fromisoformat(results["checked_at"]).replace(tzinfo=None)
+        except ValueError:
+            pass
+    return dt.datetime.fromtimestamp(run_dir.stat().st_mtime)
+
+
+def collect_runs(store: Path) -> list[dict[str, Any]]:
+    """One row per run directory (a folder with config.json, results.json or a history)."""
+    rows = []
+    for d in sorted(p for p in store.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
+        if not any((d / n).exists() for n in ("config.json", "results.json", "history.jsonl", "history.parquet")):
+            continue
+        config, results = _load(d / "config.json") or {}, _load(d / "results.json")
+        run = (results or {}).get("run") or {}
+        prof = config.get("profile")
+        head = (results or {}).get("headline") or {}
+        when = _run_date(d, results)
+        seconds = config.get("seconds") or {}
+        rows.append({
+            "run_id": d.name, "date": when.strftime("%Y-%m-%d %H:%M"), "date_sort": when.isoformat(),
+            "report": f"{d.name}/report.html" if (d / "report.html").exists() else None,
+            "version": config.get("kafka_version") or run.get("kafka_version") or "?",
+            "nemesis": "+".join(sorted(config.get("nemesis") or run.get("nemesis") or [])) or "none",
+            "workload": config.get("workload") or run.get("workload") or "?",
+            "profile": (prof.get("name") if isinstance(prof, dict) else None) or run.get("profile") or "?",
+            "verdict": (results or {}).get("verdict", "unchecked") if (results or {}).get("verdict") in COLOURS else "unchecked",
+            **{k: head.get(k) if results else None for k in ("lost", "duplicated", "reordered", "diverged")},
+            "events": ((results or {}).get("history") or {}).get("events"),
+            "duration": seconds.get("workload", config.get("time_limit_s")),
+            "counts": (results or {}).get("counts") or {},
+            "checked_at": (results or {}).get("checked_at"), "checked": results is not None,
+            "day": when.date().isoformat(),
+        })
+    return rows
+
+
+def _daily_from_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The trends output's "daily" rows (analysis/trends.py), computed from the runs directly."""
+    recs = []
+    for r in rows:
+        if not r["checked"]:
+            continue
+        rec = {"day": r["day"], "kafka_version": r["version"], "nemesis": r["nemesis"].replace("none", ""),
+               "runs": 1, "invalid": int(r["verdict"] == "invalid"), "events": r["events"] or 0}
+        for a in ANOMALIES:
+            rec[a.replace("-", "_")] = r["counts"].get(a, 0) or 0
+        recs.append(rec)
+    return pd.DataFrame(recs)
+
+
+def _trend_source(store: Path, rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, str]:
+    summary = store / "_trends" / "summary.json"
+    newest = max([(store / r["run_id"] / "results.json").stat().st_mtime for r in rows if r["checked"]] or [0])
+    if summary.exists() and summary.stat().st_mtime >= newest:
+        data = _load(summary)
+        daily = pd.DataFrame((data or {}).get("daily") or [])
+        if not daily.empty and {"day", "kafka_version", "nemesis", "runs", "invalid"} <= set(daily.columns):
+            return daily, f"Trends from {summary} (written by python -m analysis trends)."
+    return _daily_from_runs(rows), ("Trends computed from each run's results.json "
+                                     f"(run python -m analysis trends {store} for the Spark aggregation).")
+
+
+def trend_figure(daily: pd.DataFrame, by: str, title: str) -> go.Figure:
+    """Per day and `by` group: share of runs invalid, and anomalies per million events."""
+    cols = [a.replace("-", "_") for a in ANOMALIES if a.replace("-", "_") in daily.columns]
+    d = daily.copy()
+    d[by] = d[by].fillna("").replace("", "none").astype(str)
+    d["anomalies"] = d[cols].fillna(0).sum(axis=1) if cols else 0
+    g = d.groupby(["day", by], as_index=False)[["runs", "invalid", "events", "anomalies"]].sum().sort_values("day")
+    g["invalid_share"] = g["invalid"] / g["runs"]
+    g["per_million"] = (g["anomalies"] * 1e6 / g["events"].where(g["events"] > 0)).fillna(0)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("share of runs invalid", "anomalies per million events"))
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+    for i, (name, part) in enumerate(g.groupby(by)):
+        colour = palette[i % len(palette)]
+        text = [f"{name}: {inv}/{n} runs invalid" for inv, n in zip(part["invalid"], part["runs"])]
+        fig.add_trace(go.Scatter(x=part["day"], y=part["invalid_share"], name=str(name), legendgroup=str(name),
+                                 mode="lines+markers", line=dict(color=colour), text=text,
+                                 hovertemplate="%{x}<br>%{text}<extra></extra>"), 1, 1)
+        fig.add_trace(go.Scatter(x=part["day"], y=part["per_million"], name=str(name), legendgroup=str(name),
+                                 showlegend=False, mode="lines+markers", line=dict(color=colour)), 1, 2)
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.05], row=1, col=1)
+    fig.update_yaxes(rangemode="tozero", row=1, col=2)
+    fig.update_layout(title=dict(text=title, font=dict(size=14)), height=340, margin=dict(l=50, r=20, t=60, b=40),
+                      plot_bgcolor="#fff", paper_bgcolor="#fff", legend=dict(title=by.replace("_", " ")))
+    fig.update_xaxes(type="category", showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee")
+    return fig
+
+
+def render_dashboard(store: Path | str, render_reports: bool = False) -> Path:
+    """Write STORE/index.html and return its path; with `render_reports`, first write the
+    report.html of every run that has none. Raises HarnessError when STORE is not a folder."""
+    store = Path(store)
+    if not store.is_dir():
+        raise HarnessError(f"{store}: no such store folder.", hint="pass the folder given to `harness run --store`")
+    rows = collect_runs(store)
+    if render_reports:
+        from analysis.report import render_report
+
+        for r in rows:
+            if r["report"] is None:
+                try:
+                    render_report(store / r["run_id"])
+                    r["report"] = f"{r['run_id']}/report.html"
+                except HarnessError:
+                    pass  # a broken run keeps its row, without a link
+    rows.sort(key=lambda r: r["date_sort"], reverse=True)
+    daily, source = _trend_source(store, rows)
+    plots = []
+    if not daily.empty:
+        plots = [html.figure_html(trend_figure(daily, "kafka_version", "by Kafka version"), "plot-trend-version"),
+                 html.figure_html(trend_figure(daily, "nemesis", "by nemesis set"), "plot-trend-nemesis")]
+    tally: dict[str, int] = {}
+    for r in rows:
+        tally[r["verdict"]] = tally.get(r["verdict"], 0) + 1
+    body = html.env().from_string(DASHBOARD).render(
+        store=str(store.resolve()), rows=rows, tally=tally, colours=COLOURS,
+        columns=[{"label": c, "num": n} for c, n in COLUMNS], trend_plots=plots, trends_source=source,
+        generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    title = f"Kafka chaos runs: {tally.get('invalid', 0)} invalid of {len(rows)}"
+    return html.write_atomic(store / "index.html", html.page(title, body))

@@ -1,0 +1,128 @@
+"""Report and dashboard rendering without a browser: content, robustness, CLI exit codes."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from analysis import timeline
+from analysis.dashboard import render_dashboard
+from analysis.names import ANOMALIES
+from analysis.report import render_report
+from analysis.report_commands import dashboard, report
+from harness.errors import HarnessError
+from tests.reports.conftest import run_of
+
+MAX_BYTES = 10_000_000
+
+
+def _own_markup(page: str) -> str:
+    """The page without inline <script> bodies (Plotly's bundle holds URL strings in code)."""
+    return re.sub(r"<script>.*?</script>", "", page, flags=re.S)
+
+
+@pytest.mark.parametrize("anomaly", ANOMALIES)
+def test_report_shows_each_anomaly(store: Path, anomaly: str) -> None:
+    page = render_report(run_of(store, anomaly)).read_text()
+    assert len(page.encode()) < MAX_BYTES
+    own = _own_markup(page)
+    assert not re.search(r"(src|href)=\"(https?:)?//", own), "no external resource"
+    assert "<script src" not in page and "<link " not in page
+    assert page.count("Plotly.newPlot") >= 2  # timeline + offset plot of the affected partition
+    assert f'id="anomaly-{anomaly}"' in own and 'class="badge invalid"' in own
+    assert own.index("sec-verdict") < own.index("sec-facts") < own.index("sec-timeline")
+    assert "kill → broker 2" in page and "partition one → broker 1" in page
+    assert 'href="brokers/1/server.log"' in own
+
+
+def test_unchecked_run_says_so(store: Path) -> None:
+    own = _own_markup(render_report(run_of(store, "unchecked")).read_text())
+    assert "not checked yet" in own and "python -m analysis check" in own
+
+
+def test_missing_history_and_config_still_render(tmp_path: Path, store: Path) -> None:
+    d = tmp_path / "bare"
+    d.mkdir()
+    shutil.copy(run_of(store, "lost-write") / "results.json", d / "results.json")
+    own = _own_markup(render_report(d).read_text())
+    assert "no timeline" in own and "config.json is missing" in own
+
+
+def test_malformed_results_is_an_error(tmp_path: Path, store: Path) -> None:
+    d = tmp_path / "bad"
+    shutil.copytree(run_of(store, "clean"), d)
+    (d / "results.json").write_text('{"verdict": ')
+    with pytest.raises(HarnessError, match="results.json"):
+        render_report(d)
+    r = CliRunner().invoke(report, [str(d)])
+    assert r.exit_code == 2 and "python -m analysis check" in r.output
+    assert CliRunner().invoke(report, [str(tmp_path / "nope")]).exit_code == 2
+    assert CliRunner().invoke(dashboard, [str(tmp_path / "nope")]).exit_code == 2
+
+
+def test_report_never_touches_results(store: Path) -> None:
+    d = run_of(store, "duplicate")
+    before = (d / "results.json").read_bytes()
+    CliRunner().invoke(report, [str(d)], catch_exceptions=False)
+    assert (d / "results.json").read_bytes() == before
+
+
+def test_timeline_figures(store: Path) -> None:
+    d = run_of(store, "clean")
+    tl = timeline.build(d, json.loads((d / "config.json").read_text()))
+    s = tl.seconds
+    assert [f.f for f in tl.faults] == ["kill", "start-partition"]
+    assert (tl.faults[0].start_s, tl.faults[0].end_s) == (8.0, 13.0)
+    calm, faulty = s[s["t"].between(2, 6)], s[s["t"].between(9, 12)]
+    assert calm["fail"].sum() == 0 and faulty["fail"].sum() > 0
+    assert faulty["p50_ms"].median() > 5 * calm["p50_ms"].median()
+    assert tl.drain_start_s is not None and tl.drain_start_s > 29
+    assert (s["lag_max"].dropna() >= 0).all()
+
+
+def test_unmatched_fault_runs_to_heal() -> None:
+    nem = [{"t": 1.0, "f": "pause", "value": {"targets": [3]}},
+           {"t": 2.0, "f": "start-loss", "value": {"targets": [1, 2]}},
+           {"t": 3.0, "f": "stop-loss", "value": {}},
+           {"t": 4.0, "f": "nemesis-error", "value": {"error": "x"}},
+           {"t": 5.0, "f": "heal", "value": {}},
+           {"t": 6.0, "f": "kill", "value": {"targets": [1]}}]
+    faults, markers = timeline.faults_from(nem, end_s=9.0)
+    got = {(f.f, f.start_s, f.end_s, f.ended_by) for f in faults}
+    assert got == {("pause", 1.0, 5.0, "heal"), ("start-loss", 2.0, 3.0, "stop-loss"), ("kill", 6.0, 9.0, "end of history")}
+    assert [m["f"] for m in markers] == ["nemesis-error", "heal"]
+    assert "brokers 1,2" in next(f.label for f in faults if f.f == "start-loss")
+
+
+def test_jsonl_only_history(tmp_path: Path, store: Path) -> None:
+    d = tmp_path / "jsonl"
+    shutil.copytree(run_of(store, "poll-skip"), d)
+    (d / "history.parquet").unlink()
+    a = timeline.build(d)
+    b = timeline.build(run_of(store, "poll-skip"))
+    assert a.events == b.events and len(a.reads) == len(b.reads) and len(a.writes) == len(b.writes)
+
+
+def test_dashboard_rows_and_trends(store: Path) -> None:
+    page = render_dashboard(store, render_reports=True).read_text()
+    own = _own_markup(page)
+    assert own.count('<tr data-verdict="invalid"') == len(ANOMALIES)
+    assert '<tr data-verdict="unchecked"' in own and '<tr data-verdict="valid"' in own
+    assert "computed from each run" in own and page.count("Plotly.newPlot") == 2
+    assert all((p / "report.html").exists() for p in store.iterdir() if p.is_dir())
+
+
+def test_dashboard_prefers_trends_summary(tmp_path: Path, store: Path) -> None:
+    s = tmp_path / "s"
+    shutil.copytree(store, s)
+    (s / "_trends").mkdir()
+    row = {"day": "2026-01-01", "kafka_version": "4.3.1", "nemesis": "kill", "workload": "queue", "profile": "safe",
+           "runs": 4, "valid": 3, "invalid": 1, "unknown": 0, "events": 1000, **{a.replace("-", "_"): 1 for a in ANOMALIES}}
+    (s / "_trends" / "summary.json").write_text(json.dumps({"runs": 4, "groups": [], "daily": [row]}))
+    own = _own_markup(render_dashboard(s).read_text())
+    assert "written by python -m analysis trends" in own
