@@ -77,7 +77,8 @@ def parse_checkpoint(text: str) -> list[list[int]] | None:
     return [[int(a), int(b)] for a, b in (ln[:2] for ln in lines[2 : 2 + count])]
 
 
-def read_replica(node: "Node", topic: str, partition: int, kafka_version: str, timeout_s: int = 120) -> dict[str, Any]:
+def read_replica(node: "Node", topic: str, partition: int, kafka_version: str, timeout_s: int = 120,
+                 raw_dir: Path | None = None) -> dict[str, Any]:
     """One replica's epochs and records, read inside its container."""
     pdir = f"{DATA_DIR}/{topic}-{partition}"
     out: dict[str, Any] = {"broker": node.node_id, "leader_epochs": None, "records": [], "log_end_offset": 0, "error": None}
@@ -92,6 +93,8 @@ def read_replica(node: "Node", topic: str, partition: int, kafka_version: str, t
     cmd = (f"timeout {timeout_s} java -Xmx192m {JDK17_OPENS} -cp '{KAFKA_LIBS}/*' {dump_tool(kafka_version)} "
            f"--files {','.join(segments)} --print-data-log --deep-iteration 2>&1")
     code, text = node.exec(cmd)
+    if raw_dir is not None:  # the tool's own output, kept as evidence beside the parsed records
+        (raw_dir / f"dump-{topic}-{partition}.txt").write_text(text)
     records = parse_dump(text)
     if code != 0:
         out["error"] = f"DumpLogSegments exited {code}: {text.strip()[-300:]}"
@@ -132,7 +135,8 @@ def collect(cluster: "KafkaCluster", topic: str, partitions: list[int], kafka_ve
     write RUN_DIR/replicas.json when `run_dir` is given."""
     result: dict[str, Any] = {"topic": topic, "kafka_version": kafka_version, "tool": dump_tool(kafka_version), "partitions": {}}
     for p in partitions:
-        reps = {str(b): read_replica(cluster.node(b), topic, p, kafka_version) for b in replica_ids[p]}
+        reps = {str(b): read_replica(cluster.node(b), topic, p, kafka_version, raw_dir=cluster.node(b).node_dir if run_dir else None)
+                for b in replica_ids[p]}
         result["partitions"][str(p)] = {"replicas": reps, "divergence": divergence(reps)}
     if run_dir is not None:
         target = Path(run_dir) / "replicas.json"

@@ -79,6 +79,7 @@ def fast_failover(ctx: ScenarioContext) -> dict[str, Any]:
     ctx.write([f"s{i}" for i in range(11, 16)], B)      # offsets 11..15 on B, the new epoch
     ctx.kill(B)
     state = ctx.wait_leader(A, 60)                      # clean election: A is still in the ISR
+    ctx.write(["t21", "t22"], A)                        # A's new epoch gets an entry (21) in its epoch cache
     ctx.heal()
     ctx.start(B)
     full = ctx.wait_isr([A, B], 90)
