@@ -111,25 +111,28 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
     timings["load_s"] = round(time.perf_counter() - t0, 3)
 
     d = A.derive(history.events)
-    counts: dict[str, int] = {}
-    examples: dict[str, list] = {}
-    pairs = A._read_pairs(d).persist()
+    pairs = A._read_pairs(d)
+    findings = {name: (A.CHECKS[name](d, pairs) if name in ("nonmonotonic-poll", "poll-skip") else A.CHECKS[name](d))
+                for name in ANOMALIES}
     try:
-        for name in ANOMALIES:
-            t = time.perf_counter()
-            fn = A.CHECKS[name]
-            df = fn(d, pairs) if name in ("nonmonotonic-poll", "poll-skip") else fn(d)
-            df = df.persist()
-            counts[name] = df.count()
-            examples[name] = _examples(name, df, d) if counts[name] else []
-            df.unpersist()
-            timings[f"{name}_s"] = round(time.perf_counter() - t, 3)
+        # Every count in one Spark job (shared scans and exchanges); examples only where found.
+        t = time.perf_counter()
+        tagged = [df.select(F.lit(name).alias("anomaly")) for name, df in findings.items()]
+        union = tagged[0]
+        for df in tagged[1:]:
+            union = union.unionAll(df)
+        found = {r["anomaly"]: r["count"] for r in union.groupBy("anomaly").count().collect()}
+        counts = {name: int(found.get(name, 0)) for name in ANOMALIES}
+        timings["count_s"] = round(time.perf_counter() - t, 3)
+        t = time.perf_counter()
+        examples = {name: _examples(name, findings[name], d) if counts[name] else [] for name in ANOMALIES}
+        timings["examples_s"] = round(time.perf_counter() - t, 3)
         t = time.perf_counter()
         stats = _op_stats(history.events)
         timings["op_stats_s"] = round(time.perf_counter() - t, 3)
     finally:
-        pairs.unpersist()
         d.unpersist()
+        history.release()
 
     complete, hws = drain_status(config)
     allow, rules = permitted(config)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -69,6 +70,11 @@ class History:
     format: str  # "jsonl" | "parquet"
     truncated: bool  # a cut-off last line was dropped
     count: int
+    cached: DataFrame | None = None  # the persisted parse, to unpersist when done
+
+    def release(self) -> None:
+        if self.cached is not None:
+            self.cached.unpersist()
 
 
 # ---------------------------------------------------------------------------- plain-Python rules
@@ -266,6 +272,10 @@ def load_history(spark: SparkSession, run_dir: Path | str, prefer: str | None = 
             raise HistoryError(f"{path}: missing column(s) {', '.join(missing)}; history format v1 needs them")
     events = _normalise(raw)
     events = events.withColumn("_problem", _problem_column(events, "_corrupt" in events.columns))
+    cached = None
+    if fmt == "jsonl":
+        # Parsing JSON text dominates a JSONL check: parse once, reuse for every anomaly.
+        events = cached = events.persist(StorageLevel.MEMORY_AND_DISK)
     row = events.agg(
         F.count(F.lit(1)).alias("n"),
         F.min("index").alias("lo"),
@@ -274,9 +284,11 @@ def load_history(spark: SparkSession, run_dir: Path | str, prefer: str | None = 
     ).collect()[0]
     n, lo, hi, bad = row["n"], row["lo"], row["hi"], row["bad"]
     if bad or (n and hi - lo + 1 != n):
+        if cached is not None:
+            cached.unpersist()
         raise HistoryError(_describe_problem(events, path, fmt, bad, n, lo, hi))
     events = events.drop("_problem", *(["_corrupt"] if "_corrupt" in events.columns else []))
-    return History(events=events, path=path, format=fmt, truncated=truncated, count=n)
+    return History(events=events, path=path, format=fmt, truncated=truncated, count=n, cached=cached)
 
 
 def _describe_problem(events: DataFrame, path: Path, fmt: str, bad: int, n: int, lo: int, hi: int) -> str:

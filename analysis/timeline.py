@@ -91,7 +91,7 @@ def _jsonl_table(path: Path) -> pa.Table:
         raise TimelineError(f"{path}: an event lacks a v1 field or has the wrong type ({exc})") from exc
 
 
-def _batches(run_dir: Path, batch_rows: int = 1_000_000) -> tuple[str, Iterator[pa.RecordBatch]]:
+def _batches(run_dir: Path, batch_rows: int = 1_000_000) -> tuple[str, Iterator[pa.RecordBatch], int]:
     parquet, jsonl = run_dir / "history.parquet", run_dir / "history.jsonl"
     if parquet.exists():
         try:
@@ -99,12 +99,13 @@ def _batches(run_dir: Path, batch_rows: int = 1_000_000) -> tuple[str, Iterator[
             missing = [c for c in COLUMNS if c not in pf.schema_arrow.names]
             if missing:
                 raise TimelineError(f"{parquet}: missing column(s) {missing}")
-            return str(parquet), pf.iter_batches(batch_size=batch_rows, columns=COLUMNS)
+            return str(parquet), pf.iter_batches(batch_size=batch_rows, columns=COLUMNS), pf.metadata.num_rows
         except (OSError, pa.ArrowException) as exc:
             if not jsonl.exists():
                 raise TimelineError(f"{parquet}: unreadable ({exc})") from exc
     if jsonl.exists():
-        return str(jsonl), iter(_jsonl_table(jsonl).to_batches(batch_rows))
+        table = _jsonl_table(jsonl)
+        return str(jsonl), iter(table.to_batches(batch_rows)), table.num_rows
     raise TimelineError(f"{run_dir}: no history.parquet or history.jsonl")
 
 
@@ -131,7 +132,17 @@ class _Parts:
     nemesis: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _read_batch(b: pa.RecordBatch, parts: _Parts) -> None:
+def _every(mask: np.ndarray, stride: int) -> np.ndarray:
+    """`mask` keeping only every `stride`-th True (an even sample, cheap)."""
+    if stride <= 1:
+        return mask
+    keep = mask.copy()
+    idx = np.flatnonzero(mask)
+    keep[idx[np.arange(len(idx)) % stride != 0]] = False
+    return keep
+
+
+def _read_batch(b: pa.RecordBatch, parts: _Parts, stride: int = 1) -> None:
     proc = b.column("process")
     is_nem = pc.equal(proc, "nemesis").to_numpy(zero_copy_only=False)
     if is_nem.any():
@@ -154,13 +165,13 @@ def _read_batch(b: pa.RecordBatch, parts: _Parts) -> None:
     sid = np.full(len(f), -1, np.int64)
     if is_send.any():
         sid[is_send] = _int(value.filter(pa.array(is_send)), _field("value"))
-        ok_send = is_send & (type_ == 1)
+        ok_send = _every(is_send & (type_ == 1), stride)
         sv = value.filter(pa.array(ok_send))
         w = pd.DataFrame({"key": _int(sv, _field("key")), "offset": _int(sv, _field("offset")),
                           "value": _int(sv, _field("value")), "t": time[ok_send] / NS})
         parts.writes.append(w[w["offset"] >= 0])
     parts.ops.append(pd.DataFrame({"t": time / NS, "process": procs, "type": type_, "f": f, "sid": sid}))
-    is_read = ((f == 1) | (f == 4)) & (type_ == 1)
+    is_read = _every(((f == 1) | (f == 4)) & (type_ == 1), stride)
     if is_read.any():
         rv = value.filter(pa.array(is_read))
         body = pc.struct_field(pc.extract_regex(rv, r'"records":\s*\[(?P<r>[^\]]*)\]'), [0])
@@ -251,14 +262,20 @@ def faults_from(nemesis: list[dict[str, Any]], end_s: float) -> tuple[list[Fault
     return sorted(done, key=lambda x: x.start_s), markers
 
 
-def build(run_dir: Path | str, config: dict[str, Any] | None = None, max_bins: int = 3600) -> Timeline:
-    """Everything the report plots, from RUN_DIR's history. Raises TimelineError."""
+def build(run_dir: Path | str, config: dict[str, Any] | None = None, max_bins: int = 3600,
+          max_positions: int = 1_000_000) -> Timeline:
+    """Everything the report plots, from RUN_DIR's history. Raises TimelineError.
+
+    Throughput and latency use every event. Positions (acknowledged sends, polls whose records
+    are parsed) are an even sample of about `max_positions` events each way when the history is
+    larger: they feed the offset scatters and the lag curve, which need shape, not every point."""
     run_dir = Path(run_dir)
-    source, batches = _batches(run_dir)
+    source, batches, rows = _batches(run_dir)
+    stride = max(1, -(-rows // (4 * max_positions)))  # sends and polls are ~1/4 of the rows each
     parts = _Parts()
     try:
         for b in batches:
-            _read_batch(b, parts)
+            _read_batch(b, parts, stride)
     except (pa.ArrowException, OSError) as exc:
         raise TimelineError(f"{source}: unreadable ({exc})") from exc
     ops = _concat(parts.ops, ["t", "process", "type", "f", "sid"])
@@ -294,6 +311,9 @@ def build(run_dir: Path | str, config: dict[str, Any] | None = None, max_bins: i
         per["lag_max"] = g.max().reindex(per.index)
     faults, markers = faults_from(parts.nemesis, end_s)
     notes = []
+    if stride > 1:
+        notes.append(f"offset plots and consumer lag use every {stride}th acknowledged send and poll (even sample); "
+                     "throughput and latency use every event")
     if drain_procs:
         notes.append("consumer lag leaves out the final drain, which re-reads every partition from the beginning")
     return Timeline(per, bin_s, faults, markers, writes, reads, end_s, events, drain_start, source, notes)

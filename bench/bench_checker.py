@@ -1,0 +1,231 @@
+"""Checker benchmark: synthetic histories of N events as Parquet, checked by the Spark checker
+and by the same checks written as SQL in DuckDB (the single-machine reference), in one run.
+
+    python bench/bench_checker.py                       # 1M and 10M events
+    python bench/bench_checker.py --sizes 1M,10M,50M --driver-memory 2g
+
+An "event" is one history line (an invoke or a completion). Shape: 4 producers, 2 consumers,
+8 keys; every ok send is read by both consumers in polls of 100 records; consumer 0 misses one
+record in a million (one poll-skip each, nothing lost since consumer 1 reads it). `value` is
+stored as a struct (the checker also reads the recorder's JSON-text column, which is slower).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+KEYS, PRODUCERS, CONSUMERS, BATCH, SKIP_EVERY = 8, 4, 2, 100, 1_000_003
+REC = pa.struct([(n, pa.int64()) for n in ("key", "offset", "value", "epoch")])
+SEND = pa.struct([(n, pa.int64()) for n in ("key", "value", "offset", "epoch")])
+VALUE = pa.struct([("key", pa.int64()), ("value", pa.int64()), ("offset", pa.int64()), ("epoch", pa.int64()),
+                   ("records", pa.list_(REC)), ("sends", pa.list_(SEND)), ("keys", pa.list_(pa.int64())),
+                   ("seek", pa.string())])
+SCHEMA = pa.schema([("index", pa.int64()), ("time", pa.int64()), ("process", pa.string()), ("type", pa.string()),
+                    ("f", pa.string()), ("value", VALUE), ("error", pa.string())])
+
+
+def _nulls(n: int, t: pa.DataType) -> pa.Array:
+    return pa.nulls(n, t)
+
+
+def _table(index0: int, process: np.ndarray, type_: list | np.ndarray, f: str, key, value, offset, records) -> pa.Table:
+    n = len(process)
+    idx = np.arange(index0, index0 + n, dtype=np.int64)
+    val = pa.StructArray.from_arrays(
+        [key, value, _nulls(n, pa.int64()) if offset is None else offset, _nulls(n, pa.int64()),
+         records, _nulls(n, pa.list_(SEND)), _nulls(n, pa.list_(pa.int64())), _nulls(n, pa.string())],
+        fields=list(VALUE))
+    return pa.table([idx, idx * 1000, pa.array(process.astype(str)), pa.array(type_), pa.array([f] * n), val,
+                     _nulls(n, pa.string())], schema=SCHEMA)
+
+
+def generate(path: Path, events: int, chunk_sends: int = 1_000_000) -> dict:
+    """Write `events` (approximately, whole polls) history events to `path`; return its shape."""
+    sends_total = int(events / (2 + 2 * CONSUMERS / BATCH))
+    writer = pq.ParquetWriter(path, SCHEMA, compression="snappy")
+    index, skips, n_events = 0, 0, 0
+    head = pa.table([pa.array([0, 1]), pa.array([0, 1000]), pa.array(["100", "100"]), pa.array(["invoke", "ok"]),
+                     pa.array(["assign", "assign"]),
+                     pa.array([{"keys": list(range(KEYS)), "seek": "beginning"}] * 2, VALUE), _nulls(2, pa.string())],
+                    schema=SCHEMA)
+    tables = [head]
+    for c in range(1, CONSUMERS):
+        t = head.set_column(0, "index", pa.array([2 * c, 2 * c + 1])).set_column(2, "process", pa.array([str(100 + c)] * 2))
+        tables.append(t)
+    for t in tables:
+        writer.write_table(t)
+    index = 2 * CONSUMERS
+    for start in range(0, sends_total, chunk_sends):
+        vals = np.arange(start, min(start + chunk_sends, sends_total), dtype=np.int64)
+        n = len(vals)
+        keys, offs, procs = vals % KEYS, vals // KEYS, vals % PRODUCERS
+        # Sends: invoke, ok pairs, interleaved.
+        proc2 = np.repeat(procs, 2)
+        types = np.tile(np.array(["invoke", "ok"]), n)
+        v2, k2, o2 = np.repeat(vals, 2), np.repeat(keys, 2), np.repeat(offs, 2)
+        o2 = np.where(types == "ok", o2, -1)
+        sends = _table(index, proc2, types, "send", pa.array(k2), pa.array(v2),
+                       pa.array(o2, mask=o2 < 0), _nulls(2 * n, pa.list_(REC)))
+        writer.write_table(sends)
+        index += 2 * n
+        # Polls: each consumer reads the chunk in batches of BATCH records.
+        recs = pa.StructArray.from_arrays([pa.array(keys), pa.array(offs), pa.array(vals), pa.array(np.zeros(n, np.int64))],
+                                          fields=list(REC))
+        for c in range(CONSUMERS):
+            keep = np.ones(n, bool) if c else (vals % SKIP_EVERY != 0) | (vals == 0)
+            skips += int((~keep).sum())
+            kept = recs.filter(pa.array(keep))
+            m = len(kept)
+            bounds = np.arange(0, m + BATCH - 1, BATCH, dtype=np.int32)
+            bounds[-1] = m
+            npolls = len(bounds) - 1
+            # Each poll is an invoke (records null) then an ok (records kept[b_i:b_i+1]): list
+            # offsets [b0, b0, b1, b1, ..., b_n-1, b_n-1, b_n], invoke rows masked to null.
+            list_offsets = pa.array(np.concatenate([np.repeat(bounds[:-1], 2), [m]]).astype(np.int32))
+            is_inv = np.tile(np.array([True, False]), npolls)
+            lists = pa.ListArray.from_arrays(list_offsets, kept, mask=pa.array(is_inv))
+            proc = np.full(2 * npolls, 100 + c)
+            polls = _table(index, proc, np.where(is_inv, "invoke", "ok"), "poll", _nulls(2 * npolls, pa.int64()),
+                           _nulls(2 * npolls, pa.int64()), None, lists)
+            writer.write_table(polls)
+            index += 2 * npolls
+    writer.close()
+    return {"events": index, "sends": sends_total, "expected_poll_skip": skips}
+
+
+# ------------------------------------------------------------------------------------ DuckDB
+DUCK_SQL = """
+CREATE TEMP TABLE ev AS SELECT index, process, type, f, value FROM read_parquet('{path}');
+CREATE TEMP TABLE reads AS
+  SELECT process, index, pos, r.key AS key, r.offset AS "offset", r.value AS value FROM (
+    SELECT process, index, unnest(value.records) AS r, generate_subscripts(value.records, 1) AS pos
+    FROM ev WHERE type = 'ok' AND f IN ('poll', 'txn'));
+CREATE TEMP TABLE writes AS
+  SELECT process, index, type, f, value.key AS key, CASE WHEN value.offset >= 0 THEN value.offset END AS "offset",
+         value.value AS value FROM ev WHERE f = 'send' AND type IN ('ok', 'fail')
+  UNION ALL
+  SELECT process, index, type, f, s.key, CASE WHEN s.offset >= 0 THEN s.offset END, s.value FROM (
+    SELECT process, index, type, f, unnest(value.sends) AS s FROM ev WHERE f = 'txn' AND type IN ('ok', 'fail'));
+CREATE TEMP TABLE positions AS
+  SELECT key, "offset", value FROM reads
+  UNION ALL SELECT key, "offset", value FROM writes WHERE type = 'ok' AND "offset" IS NOT NULL;
+CREATE TEMP TABLE offs AS
+  SELECT key, "offset", min(value) AS lo, max(value) AS hi,
+         lead("offset") OVER (PARTITION BY key ORDER BY "offset") AS next_offset
+  FROM positions GROUP BY key, "offset";
+CREATE TEMP TABLE unread AS
+  SELECT w.*, m.max_read FROM writes w
+  LEFT JOIN (SELECT key, max("offset") AS max_read FROM reads GROUP BY key) m USING (key)
+  WHERE w.type = 'ok' AND NOT EXISTS (SELECT 1 FROM reads r WHERE r.value = w.value);
+CREATE TEMP TABLE seq AS
+  SELECT * FROM (
+    SELECT *, sum(reset) OVER (PARTITION BY process ORDER BY index, pos ROWS UNBOUNDED PRECEDING) AS epoch FROM (
+      SELECT process, index, pos, key, "offset", 0 AS reset FROM reads
+      UNION ALL SELECT process, index, NULL, NULL, NULL, 1 FROM ev
+      WHERE f IN ('assign', 'subscribe') AND type IN ('ok', 'info'))) WHERE reset = 0;
+CREATE TEMP TABLE pairs AS
+  SELECT * FROM (SELECT key, "offset",
+     lag("offset") OVER (PARTITION BY key, process, epoch ORDER BY index, pos) AS prev FROM seq)
+  WHERE prev IS NOT NULL AND "offset" <> prev + 1;
+SELECT
+  (SELECT count(*) FROM offs WHERE lo <> hi) AS "inconsistent-offsets",
+  (SELECT count(*) FROM (SELECT value FROM positions GROUP BY value
+     HAVING min(key) <> max(key) OR min("offset") <> max("offset"))) AS "duplicate",
+  (SELECT count(*) FROM unread WHERE "offset" < max_read) AS "lost-write",
+  (SELECT count(*) FROM unread WHERE NOT coalesce("offset" < max_read, false)) AS "unseen",
+  (SELECT count(*) FROM (
+     SELECT "offset", lag("offset") OVER (PARTITION BY key, w.process ORDER BY coalesce(i.index, w.index)) AS prev
+     FROM writes w LEFT JOIN (SELECT process, value.value AS value, index FROM ev WHERE f = 'send' AND type = 'invoke') i
+       ON i.process = w.process AND i.value = w.value
+     WHERE w.type = 'ok' AND w.f = 'send' AND w."offset" IS NOT NULL) WHERE "offset" <= prev) AS "nonmonotonic-send",
+  (SELECT count(*) FROM pairs WHERE "offset" <= prev) AS "nonmonotonic-poll",
+  (SELECT count(*) FROM pairs p JOIN offs o ON o.key = p.key AND o."offset" = p.prev
+     WHERE p."offset" > p.prev + 1 AND o.next_offset < p."offset") AS "poll-skip",
+  (SELECT count(DISTINCT r.value) FROM reads r JOIN writes w ON w.value = r.value AND w.type = 'fail') AS "aborted-read";
+"""
+
+
+def duckdb_check(path: Path, threads: int) -> dict:
+    import duckdb
+
+    con = duckdb.connect(config={"threads": threads})
+    *setup, final = [s for s in DUCK_SQL.format(path=path).split(";") if s.strip()]
+    for s in setup:
+        con.execute(s)
+    cur = con.execute(final)
+    row = cur.fetchone()
+    out = dict(zip([d[0] for d in cur.description], row))
+    con.close()
+    return out
+
+
+def parse_size(s: str) -> int:
+    s = s.strip().upper()
+    mult = {"K": 10**3, "M": 10**6, "G": 10**9}.get(s[-1], 1)
+    return int(float(s[:-1] if s[-1] in "KMG" else s) * mult)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1M,10M", help="comma-separated event counts (default 1M,10M)")
+    ap.add_argument("--driver-memory", default="2g")
+    ap.add_argument("--workdir", default=None, help="where to write the Parquet (default: a temp folder, removed)")
+    ap.add_argument("--keep", action="store_true", help="keep the generated histories")
+    args = ap.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from analysis.checker import check_history
+    from analysis.spark import get_session
+
+    cores = os.cpu_count() or 2
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-checker-"))
+    t = time.perf_counter()
+    spark = get_session(driver_memory=args.driver_memory)
+    startup = time.perf_counter() - t
+    print(f"Spark start-up: {startup:.1f} s (local[*], {cores} cores, driver {args.driver_memory})", flush=True)
+    rows = []
+    try:
+        for size in [parse_size(s) for s in args.sizes.split(",")]:
+            run = work / f"run-{size}"
+            run.mkdir(parents=True, exist_ok=True)
+            t = time.perf_counter()
+            shape = generate(run / "history.parquet", size)
+            gen = time.perf_counter() - t
+            t = time.perf_counter()
+            res = check_history(spark, run, None)
+            spark_s = time.perf_counter() - t
+            t = time.perf_counter()
+            duck = duckdb_check(run / "history.parquet", cores)
+            duck_s = time.perf_counter() - t
+            agree = duck == res["counts"]
+            rows.append((shape["events"], gen, spark_s, duck_s, agree, res["counts"]["poll-skip"], shape["expected_poll_skip"]))
+            print(f"{shape['events']:>12,} events: generate {gen:6.1f} s  spark {spark_s:7.1f} s  duckdb {duck_s:6.1f} s  "
+                  f"ratio {spark_s / duck_s:5.1f}x  counts agree: {agree}  poll-skip {res['counts']['poll-skip']}"
+                  f"/{shape['expected_poll_skip']}", flush=True)
+            print(f"   spark phases: {res['timings']}", flush=True)
+            if not agree:
+                print(f"   spark {res['counts']}\n   duckdb {duck}", flush=True)
+            if not args.keep:
+                shutil.rmtree(run)
+    finally:
+        if not args.keep and not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+    print()
+    print(f"| events | Spark check (s) | + start-up (s) | DuckDB SQL (s) | Spark/DuckDB | Spark s per M events | counts agree |")
+    print("|---:|---:|---:|---:|---:|---:|:---:|")
+    for events, gen, s, d, agree, *_ in rows:
+        print(f"| {events:,} | {s:.1f} | {s + startup:.1f} | {d:.1f} | {s / d:.1f}x | {s / events * 1e6:.2f} | {'yes' if agree else 'NO'} |")
+    return 0 if all(r[4] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The Spark checker agrees with the reference checker (the oracle) on every count."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analysis import reference
+from analysis.checker import check_history
+from analysis.names import ANOMALIES
+from tests.analysis.histories import ZERO, inject, mutate, valid_history, write_run
+
+pytestmark = pytest.mark.slow
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def spark_counts(spark, tmp_path_factory, events) -> dict:
+    run = write_run(tmp_path_factory.mktemp("run"), events)
+    return check_history(spark, run, None)["counts"]
+
+
+@settings(max_examples=2, **SETTINGS)
+@given(seed=st.integers(0, 2**32 - 1), keys=st.integers(1, 3))
+def test_valid_histories_have_no_findings(spark, tmp_path_factory, seed, keys):
+    events = valid_history(seed, keys=keys).events
+    assert reference.counts(events) == ZERO
+    assert spark_counts(spark, tmp_path_factory, events) == ZERO
+
+
+@pytest.mark.parametrize("anomaly", ANOMALIES)
+def test_each_injection_is_found_exactly(spark, tmp_path_factory, anomaly):
+    events = inject(valid_history(hash(anomaly) % 1000), anomaly).events
+    want = {**ZERO, anomaly: 1}
+    assert reference.counts(events) == want
+    assert spark_counts(spark, tmp_path_factory, events) == want
+
+
+@settings(max_examples=4, **SETTINGS)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12))
+def test_spark_and_reference_agree_on_corrupted_histories(spark, tmp_path_factory, seed, n):
+    events = mutate(valid_history(seed, keys=2, steps=80), seed, n).events
+    assert spark_counts(spark, tmp_path_factory, events) == reference.counts(events)
