@@ -1,0 +1,147 @@
+"""Hand-written histories for each definition's edge cases, checked by both checkers, and the
+verdict/permissions logic."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analysis import reference
+from analysis.checker import check_history, check_run
+from analysis.permissions import allowed
+from analysis.verdict import decide
+from tests.analysis.histories import ZERO, Builder, write_run
+
+
+def info_send_later_read() -> Builder:
+    b = Builder()
+    b.assign(10, [0])
+    b.send(1, 0, 1, 0)
+    b.send(1, 0, 2, None, "info")  # timed out, but it did land at offset 1
+    b.send(1, 0, 3, 2)
+    b.poll(10, [(0, 0, 1), (0, 1, 2), (0, 2, 3)])
+    return b
+
+
+def txn_marker_gaps() -> Builder:
+    # Offsets 1 and 3 hold transaction markers: no record, so reading 0, 2, 4 skips nothing.
+    b = Builder()
+    b.assign(10, [0])
+    b.add(1, "invoke", "txn", {"sends": [{"key": 0, "value": 1}], "records": []})
+    b.add(1, "ok", "txn", {"sends": [{"key": 0, "value": 1, "offset": 0, "epoch": 0}], "records": []})
+    b.add(1, "invoke", "txn", {"sends": [{"key": 0, "value": 2}], "records": []})
+    b.add(1, "fail", "txn", {"sends": [{"key": 0, "value": 2, "offset": None, "epoch": None}], "records": []})
+    b.add(1, "invoke", "txn", {"sends": [{"key": 0, "value": 3}], "records": []})
+    b.add(1, "ok", "txn", {"sends": [{"key": 0, "value": 3, "offset": 4, "epoch": 0}], "records": []})
+    b.poll(10, [(0, 0, 1)])
+    b.poll(10, [(0, 4, 3)])
+    return b
+
+
+def reassign_between_polls(with_assign: bool) -> Builder:
+    b = Builder()
+    b.assign(10, [0])
+    for v in range(3):
+        b.send(1, 0, v, v)
+    b.poll(10, [(0, 0, 0), (0, 1, 1), (0, 2, 2)])
+    if with_assign:
+        b.assign(10, [0])  # seek to the beginning: reading 0 again is not a reorder
+    b.poll(10, [(0, 0, 0), (0, 1, 1)])
+    return b
+
+
+def aborted_txn_read() -> Builder:
+    b = txn_marker_gaps()
+    b.poll(11, [(0, 2, 2)])  # a read_uncommitted consumer saw the aborted txn's record
+    return b
+
+
+def acks0_unread_with_reads_beyond() -> Builder:
+    b = Builder()
+    b.send(1, 0, 1, -1)  # acks=0: ok, but the offset is unknown
+    b.send(1, 0, 2, 5)
+    b.poll(10, [(0, 5, 2)])
+    return b
+
+
+def reads_of_other_keys_interleaved() -> Builder:
+    # Offsets only need to increase per key; interleaving keys inside a poll is fine.
+    b = Builder()
+    b.send(1, 0, 1, 0)
+    b.send(1, 1, 2, 0)
+    b.send(1, 0, 3, 1)
+    b.poll(10, [(1, 0, 2), (0, 0, 1), (0, 1, 3)])
+    return b
+
+
+CASES = {
+    "info send later read": (info_send_later_read, {}),
+    "txn marker gaps": (txn_marker_gaps, {}),
+    "reassign between polls": (lambda: reassign_between_polls(True), {}),
+    "no reassign between polls": (lambda: reassign_between_polls(False), {"nonmonotonic-poll": 1}),
+    # The aborted record at offset 2 is observed (by 11), so the committed reader 0 -> 4 is, by the
+    # definition, a poll-skip too (see docs/checker.md, "overlaps").
+    "aborted txn read": (aborted_txn_read, {"aborted-read": 1, "poll-skip": 1}),
+    "acks=0 unread": (acks0_unread_with_reads_beyond, {"unseen": 1}),
+    "keys interleaved": (reads_of_other_keys_interleaved, {}),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_reference(name):
+    build, want = CASES[name]
+    assert reference.counts(build().events) == {**ZERO, **want}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["info send later read", "txn marker gaps", "no reassign between polls",
+                                  "aborted txn read", "acks=0 unread"])
+def test_spark(spark, tmp_path, name):
+    build, want = CASES[name]
+    assert check_history(spark, write_run(tmp_path, build().events), None)["counts"] == {**ZERO, **want}
+
+
+
+
+# ------------------------------------------------------------------------ verdict and permissions
+def test_safe_profile_allows_nothing():
+    assert allowed(None)[0] == set()
+    assert allowed({"profile": {"name": "safe"}})[0] == set()
+
+
+def test_unsafe_profiles_allow_their_anomalies():
+    assert {"lost-write", "unseen", "inconsistent-offsets"} <= allowed({"profile": {"acks": "1"}})[0]
+    no_idem = allowed({"profile": {"enable.idempotence": False, "retries": 5, "max.in.flight": 5}})[0]
+    assert no_idem == {"duplicate", "nonmonotonic-send"}
+    assert allowed({"workload": "txn", "profile": {"isolation.level": "read_uncommitted"}})[0] == {"aborted-read"}
+
+
+def test_unseen_needs_a_complete_drain_to_be_lost():
+    counts = {**ZERO, "unseen": 2}
+    assert decide(counts, set(), drain_complete=True).verdict == "invalid"
+    assert decide(counts, set(), drain_complete=False).verdict == "unknown"
+    assert decide(counts, set(), drain_complete=None).verdict == "unknown"
+    assert decide(ZERO, set(), drain_complete=None).verdict == "valid"
+    assert decide({**ZERO, "duplicate": 1}, {"duplicate"}, drain_complete=True).verdict == "valid"
+    assert decide(ZERO, set(), drain_complete=True, truncated=True).verdict == "unknown"
+
+
+@pytest.mark.slow
+def test_results_json_shape_and_truncated_tail(spark, tmp_path):
+    b = acks0_unread_with_reads_beyond()
+    run = write_run(tmp_path, b.events, {"profile": {"name": "safe"},
+                                          "drain": {"complete": True, "high_watermarks": {"0": 6}}})
+    with open(run / "history.jsonl", "a") as fh:
+        fh.write('{"index": 6, "time": 6000, "proc')  # the recorder was killed mid-line
+    results = check_run(run, spark)
+    on_disk = json.loads((run / "results.json").read_text())
+    assert on_disk["verdict"] == results["verdict"] == "invalid"  # unseen + complete drain = lost
+    assert results["history"]["truncated"] is True
+    assert results["headline"] == {"lost": 1, "duplicated": 0, "reordered": 0, "diverged": 0}
+    assert set(results["counts"]) == set(ZERO)
+    ex = results["examples"]["unseen"][0]
+    assert ex["value"] == 1 and ex["key"] == 0 and ex["offset"] is None
+    assert ex["ops"][0]["index"] == 1 and "time" in ex["ops"][0]
+    assert results["op_stats"]["send"] == {"invoke": 2, "ok": 2, "fail": 0, "info": 0}
+    assert "total_s" in results["timings"]
