@@ -30,12 +30,21 @@ FLUSH_INTERVAL_S = 0.1  # well inside the 200 ms the format promises
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
+_SEND_INVOKE = '{"index":%d,"time":%d,"process":%d,"type":"invoke","f":"send","value":{"key":%d,"value":%d}}'
+_SEND_DONE = '{"index":%d,"time":%d,"process":%d,"type":"%s","f":"send","value":{"key":%d,"value":%d,"offset":%s,"epoch":%s}}'
+
+
 def _line(index: int, t: int, process: int | str, type_: str, f: str, value: Any, error: str | None) -> str:
     """One event as a JSON line. Sends, the bulk of a history, take a hand-written path that is ~5x faster
     than json (it only applies when every field is a plain int, so the output is the same JSON)."""
     if type(value) is tuple:  # from Recorder.send: (key, value) or (key, value, offset, epoch), all ints or None
-        tail = "" if error is None else ',"error":' + _dumps(error)
+        if error is None:
+            if len(value) == 2:
+                return _SEND_INVOKE % (index, t, process, value[0], value[1])
+            return _SEND_DONE % (index, t, process, type_, value[0], value[1],
+                                 "null" if value[2] is None else value[2], "null" if value[3] is None else value[3])
         head = f'{{"index":{index},"time":{t},"process":{process},"type":"{type_}","f":"send","value":{{"key":{value[0]},"value":{value[1]}'
+        tail = ',"error":' + _dumps(error)
         if len(value) == 2:
             return head + "}" + tail + "}"
         o = "null" if value[2] is None else value[2]

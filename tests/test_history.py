@@ -163,3 +163,18 @@ def test_recorder_refuses_events_after_close(tmp_path: Path):
     rec.close(parquet=False)
     with pytest.raises(RuntimeError, match="closed"):
         rec.invoke(0, "poll")
+
+
+def test_send_fast_path_writes_exactly_what_json_would(tmp_path: Path):
+    rec = Recorder(tmp_path / "h.jsonl")
+    rec.send(3, "invoke", 1, 10)
+    rec.send(3, "ok", 1, 10, 42, None)
+    rec.send(3, "invoke", 2, 11)
+    rec.send(3, "info", 2, 11, None, 7, 'REQUEST_TIMED_OUT: "quoted" \\ and ünïcode')
+    rec.close(parquet=False)
+    lines = (tmp_path / "h.jsonl").read_text().splitlines()
+    events = [json.loads(line) for line in lines]
+    assert [json.dumps(e, separators=(",", ":"), ensure_ascii=False) for e in events] == lines
+    assert events[1]["value"] == {"key": 1, "value": 10, "offset": 42, "epoch": None}
+    assert events[3]["error"] == 'REQUEST_TIMED_OUT: "quoted" \\ and ünïcode' and events[3]["value"]["epoch"] == 7
+    assert validate_events(events) == []

@@ -44,6 +44,9 @@ class TxnProducerClient:
             "acks": "all",
             "transactional.id": transactional_id,
             "transaction.timeout.ms": 60_000,
+            # Right after a commit the coordinator answers CONCURRENT_TRANSACTIONS until its markers are
+            # written; librdkafka's default 100 ms backoff made each transaction wait for it.
+            "retry.backoff.ms": 10,
         }
         self.producer: Producer | None = None
         self.fatal: str | None = None
