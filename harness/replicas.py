@@ -8,6 +8,7 @@ offset by offset. `collect` writes RUN_DIR/replicas.json (shape in docs/scenario
     {"topic": T, "kafka_version": V, "tool": CLASS,
      "partitions": {"0": {"replicas": {"1": {"broker": 1, "leader_epochs": [[epoch, start], ...] | null,
                                                "records": [[offset, value, epoch|null], ...],
+                                               "epochs_from": "batches" | "leader-epoch-checkpoint" | null,
                                                "log_end_offset": N, "error": null | "..."}, ...},
                           "divergence": {"diverged": bool, "first_offset": int|null,
                                          "differences": [{"offset": o, "values": {"1": v|null, "2": v|null}}, ...],
@@ -98,9 +99,26 @@ def read_replica(node: "Node", topic: str, partition: int, kafka_version: str, t
     records = parse_dump(text)
     if code != 0:
         out["error"] = f"DumpLogSegments exited {code}: {text.strip()[-300:]}"
+    out["epochs_from"] = "batches"
+    if records and all(e is None for _, _, e in records) and out["leader_epochs"]:
+        # 1.x's --deep-iteration prints records without their batch header: take each record's
+        # epoch from the replica's own leader-epoch-checkpoint (the epoch whose start precedes it).
+        records = [(o, v, epoch_at(out["leader_epochs"], o)) for o, v, _ in records]
+        out["epochs_from"] = "leader-epoch-checkpoint"
+    elif not records or all(e is None for _, _, e in records):
+        out["epochs_from"] = None
     out["records"] = [[o, v, e] for o, v, e in records]
     out["log_end_offset"] = (records[-1][0] + 1) if records else 0
     return out
+
+
+def epoch_at(epochs: list[list[int]], offset: int) -> int | None:
+    """The epoch an offset belongs to by a leader-epoch-checkpoint: the last entry starting at or before it."""
+    found = None
+    for epoch, start in epochs:
+        if start <= offset:
+            found = epoch
+    return found
 
 
 def divergence(replicas: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -385,7 +385,7 @@ def run_scenario(scenario: Scenario, kafka_version: str | None, store: Path | st
             raise HarnessError(f"scenario {scenario.name} stopped before it created its topic: {reason}")
         ctx.heal()
         ctx.ensure_all_running()
-        ctx.wait_isr([cluster.node(i) for i in ctx.replica_ids], timeout_s=90)
+        ctx.wait_isr([cluster.node(i) for i in ctx.replica_ids], timeout_s=30)  # the steps waited already; a short second chance
         drain = ctx.drain()
         evidence = replica_evidence.collect(cluster, TOPIC, [0], version, {0: ctx.replica_ids}, run_dir)
         recorder.close()

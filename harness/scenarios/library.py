@@ -5,6 +5,7 @@ controller, so cutting A from B never cuts either from it)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -96,7 +97,8 @@ def consumer_truncation(ctx: ScenarioContext) -> dict[str, Any]:
     ctx.kill(B)
     _out_of_isr(ctx, B, A)
     ctx.write([f"x{i}" for i in range(5, 10)], A)       # offsets 5..9 on A only
-    consumer = ctx.consumer()
+    client_log = _ClientLog()
+    consumer = ctx.consumer(extra={"logger": client_log.logger, "debug": "fetch,consumer"})
     consumer.assign([0], "beginning")
     halt = ctx.start_poller(consumer)
     ctx.step("consumer started", consumer=consumer.process)
@@ -120,17 +122,35 @@ def consumer_truncation(ctx: ScenarioContext) -> dict[str, Any]:
     ctx.step("consumer stopped", position=consumer.next_offset.get(0, 0))
     consumer.close()
     ctx.start(A)
-    verdict = classify_consumer(ctx, consumer.process, election_index, position, ys)
+    verdict = classify_consumer(ctx, consumer.process, election_index, position, ys, client_log.lines)
     ctx.step("consumer classified", **verdict)
     return verdict
 
 
+class _ClientLog(logging.Handler):
+    """librdkafka's own log lines for one client (it reports KIP-320 truncation there too)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self.logger = logging.getLogger(f"librdkafka.scenario.{id(self)}")
+        self.logger.setLevel(logging.DEBUG)
+        self.logger.propagate = False
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if len(self.lines) < 200 and any(w in message.lower() for w in ("truncat", "reset", "out of range", "validat")):
+            self.lines.append(message)
+
+
 def classify_consumer(ctx: ScenarioContext, process: int, after_index: int, position: int,
-                      new_writes: list[dict[str, Any]]) -> dict[str, Any]:
-    """How the consumer reacted to the truncation, from its recorded polls after the election:
-    detected (a log-truncation error), offset reset (out-of-range error / reset), re-read
-    (it read offsets below its old position again) or silently skipped (records written behind
-    its position were never read by it)."""
+                      new_writes: list[dict[str, Any]], client_log: list[str] | None = None) -> dict[str, Any]:
+    """How the consumer reacted to the truncation, from its recorded polls after the election and
+    librdkafka's log: detected (a log-truncation error or log line; KIP-320 then resumes at the
+    divergence point), offset reset (out-of-range / reset), re-read (it read offsets below its old
+    position again without saying why) or silently skipped (records written behind its position
+    were never read by it)."""
     ctx.recorder.flush()
     events = [e for e in read_history(ctx.recorder.path)
               if e["process"] == process and e["f"] == "poll" and e["type"] != "invoke" and e["index"] >= after_index]
@@ -138,8 +158,9 @@ def classify_consumer(ctx: ScenarioContext, process: int, after_index: int, posi
     reads = [(r["offset"], r["value"]) for e in events if e["type"] == "ok" for r in e["value"]["records"]]
     behind = {w["value"] for w in new_writes if w["acked"] and w["offset"] is not None and w["offset"] < position}
     read_values = {v for _, v in reads}
-    truncation = any("truncat" in err.lower() for err in errors)
-    reset = any(("out of range" in err.lower() or "reset" in err.lower()) for err in errors)
+    log_lines = [ln[:300] for ln in (client_log or [])]
+    truncation = any("truncat" in t.lower() for t in errors + log_lines)
+    reset = any(("out of range" in t.lower() or "reset" in t.lower()) for t in errors + log_lines)
     reread = any(o < position for o, _ in reads)
     skipped = sorted(behind - read_values)
     if truncation:
@@ -153,6 +174,7 @@ def classify_consumer(ctx: ScenarioContext, process: int, after_index: int, posi
     else:
         kind = "no-effect"
     return {"classification": kind, "detected_by_client": int(truncation or reset), "errors": errors[:10],
+            "client_log": log_lines[:10], "resumed_at": min((o for o, _ in reads), default=None),
             "position_before": position, "reads_after_election": reads[:40], "skipped_values": skipped,
             "reread": reread}
 

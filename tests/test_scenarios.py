@@ -1,0 +1,122 @@
+"""Leader-epoch scenarios: DumpLogSegments parsing (real output of each version, kept as small
+fixtures), the replica-divergence comparison, the scenario list, and one short real scenario."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.replicas import divergence, dump_tool, parse_checkpoint, parse_dump
+
+ROOT = Path(__file__).parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "dumplog"
+
+
+def _records(*pairs, epoch=None):
+    return {"records": [[o, v, epoch] for o, v in pairs]}
+
+
+# --- DumpLogSegments output of each version --------------------------------------------------
+@pytest.mark.parametrize("version", ["0.10.2.2", "1.1.1", "3.9.2", "4.3.1"])
+def test_parse_dump_of_each_version(version):
+    fixture = FIXTURES / f"{version}.txt"
+    expected = json.loads((FIXTURES / f"{version}.expected.json").read_text())
+    assert [list(r) for r in parse_dump(fixture.read_text())] == expected
+
+
+def test_parse_dump_ignores_batch_headers_and_noise():
+    text = ("log4j:WARN No appenders could be found\nDumping /var/lib/kafka/data/t-0/00000000000000000000.log\n"
+            "Starting offset: 0\n"
+            "baseOffset: 0 lastOffset: 1 count: 2 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 "
+            "partitionLeaderEpoch: 7 isTransactional: false isControl: false position: 0 CreateTime: 1 size: 80 magic: 2 "
+            "compresscodec: none crc: 1 isvalid: true\n"
+            "| offset: 0 CreateTime: 1 keySize: -1 valueSize: 2 sequence: -1 headerKeys: [] payload: 41\n"
+            "| offset: 1 CreateTime: 1 keySize: -1 valueSize: 2 sequence: -1 headerKeys: [] payload: 42\n")
+    assert parse_dump(text) == [(0, 41, 7), (1, 42, 7)]
+
+
+def test_parse_checkpoint():
+    assert parse_checkpoint("0\n2\n0 0\n3 21\n") == [[0, 0], [3, 21]]
+    assert parse_checkpoint("0\n0\n") == []
+    assert parse_checkpoint("garbage") is None
+
+
+def test_dump_tool_moved_in_4_0():
+    assert dump_tool("4.3.1") == "org.apache.kafka.tools.DumpLogSegments"
+    assert dump_tool("3.9.2") == dump_tool("0.10.2.2") == "kafka.tools.DumpLogSegments"
+
+
+# --- the divergence comparison on hand-made replicas ----------------------------------------------
+def test_identical_replicas_do_not_diverge():
+    d = divergence({"1": _records((0, 10), (1, 11)), "2": _records((0, 10), (1, 11))})
+    assert d["diverged"] is False and d["first_offset"] is None and d["common_prefix"] == 2
+
+
+def test_a_shorter_replica_is_lagging_not_diverged():
+    d = divergence({"1": _records((0, 10), (1, 11), (2, 12)), "2": _records((0, 10))})
+    assert d["diverged"] is False and d["log_end_offsets"] == {"1": 3, "2": 1}
+
+
+def test_first_diverging_offset_and_values():
+    a = _records(*[(o, o) for o in range(11)], *[(o, 100 + o) for o in range(11, 21)])
+    b = _records(*[(o, o) for o in range(11)], *[(o, 200 + o) for o in range(11, 16)], *[(o, 100 + o) for o in range(16, 21)])
+    d = divergence({"1": a, "2": b})
+    assert d["diverged"] is True and d["first_offset"] == 11 and d["diverged_offsets"] == 5
+    assert d["differences"][0] == {"offset": 11, "values": {"1": 111, "2": 211}}
+
+
+def test_a_hole_counts_as_a_difference():
+    d = divergence({"1": _records((0, 1), (1, 2), (2, 3)), "2": _records((0, 1), (2, 3))})
+    assert d["first_offset"] == 1 and d["differences"][0]["values"] == {"1": 2, "2": None}
+
+
+# --- definitions and CLI ----------------------------------------------------------------------------
+def test_scenario_list_names_every_scenario_and_why_some_cannot_run():
+    from harness.scenarios import scenarios
+
+    found = scenarios()
+    assert {"kip101-unclean-divergence", "kip279-fast-failover", "kip320-consumer-truncation",
+            "kip101-hw-truncation", "kip101-power-loss-divergence"} <= set(found)
+    for s in found.values():
+        assert s.runnable == (s.steps is not None)
+        assert s.runnable or s.reason
+
+
+def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    code = "import sys; from harness.scenario_commands import scenario; sys.exit(scenario.main(sys.argv[1:], standalone_mode=True))"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ}, timeout=timeout)
+
+
+def test_cli_refuses_unknown_and_unrunnable_scenarios():
+    assert _cli("run", "no-such-scenario").returncode == 2
+    out = _cli("run", "kip101-power-loss-divergence")
+    assert out.returncode == 2 and "not runnable" in out.stderr
+
+
+# --- one real scenario --------------------------------------------------------------------------------
+@pytest.mark.docker
+@pytest.mark.slow
+def test_unclean_divergence_on_the_default_version(tmp_path):
+    """KIP-101 appendix (a) on the default Kafka: both unclean leaders' writes are acknowledged at
+    offset 0, one is lost (acks=1 and unclean election permit it), and the replicas converge
+    (KIP-279's repeated epoch requests truncate A to the common offset 0)."""
+    out = _cli("run", "kip101-unclean-divergence", "--store", str(tmp_path), timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    run_dir = next(p for p in tmp_path.iterdir() if (p / "scenario.json").exists())
+    s = json.loads((run_dir / "scenario.json").read_text())
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["workload"] == "scenario:kip101-unclean-divergence" and config["drain"]["complete"] is True
+    assert (run_dir / "history.parquet").exists() and (run_dir / "replicas.json").exists()
+    assert s["status"] == "completed", s["incomplete_reason"]
+    acked = {w["label"]: w["offset"] for w in s["writes"] if w["acked"]}
+    assert acked.get("m1") == acked.get("m2") == 0, s["writes"]
+    assert s["history_counts"]["inconsistent-offsets"] >= 1 and s["headline"]["lost"] >= 1
+    assert s["replica_divergence"]["diverged"] is False
+    steps = [e for e in map(json.loads, (run_dir / "history.jsonl").read_text().splitlines()) if e["process"] == "nemesis"]
+    assert any(e["f"] == "kill" for e in steps) and any(e["f"] == "scenario-drain" for e in steps)
