@@ -99,3 +99,13 @@ def matrix(versions: str, names: str | None, store: Path, output: Path | None, c
     click.echo(table)
     if output is not None:
         output.write_text(table + "\n")
+
+
+@scenario.command()
+@click.option("--store", type=click.Path(path_type=Path, exists=True, file_okay=False), default=DEFAULT_STORE, show_default=True)
+@click.option("--checker/--no-checker", default=True, help="Check runs that have no results.json with the normal checker.")
+def table(store: Path, checker: bool) -> None:
+    """The Markdown table for the scenario runs already in STORE (newest per scenario and version)."""
+    from harness.scenarios.matrix import table_from_store
+
+    click.echo(table_from_store(store, use_checker=checker, echo=lambda line: click.echo(line, err=True)))

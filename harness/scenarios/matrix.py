@@ -93,3 +93,38 @@ def run_matrix(chosen: list[Scenario], versions: list[str], store: Path | str, u
             rows.append(row(run_dir, results))
             echo("  " + rows[-1])
     return "\n".join(rows)
+
+
+def table_from_store(store: Path | str, use_checker: bool = True, echo: Callable[[str], None] = print) -> str:
+    """The table for every scenario run already in `store` (newest run per scenario and version),
+    checked with the normal checker unless results.json exists or `use_checker` is off."""
+    from harness.replicas import version_tuple
+    from harness.scenarios import scenarios
+
+    order = list(scenarios())
+    latest: dict[tuple[str, str], Path] = {}
+    for run_dir in sorted(Path(store).iterdir()):
+        s = _load(run_dir, "scenario.json") if run_dir.is_dir() else {}
+        if s:
+            latest[(s["scenario"], s["kafka_version"])] = run_dir  # run ids sort by time
+    spark = None
+    rows = [HEADER]
+    for (name, version), run_dir in sorted(latest.items(), key=lambda kv: (order.index(kv[0][0]) if kv[0][0] in order else 99,
+                                                                           [-x for x in version_tuple(kv[0][1])])):
+        results = _load(run_dir, "results.json") or None
+        if results is None and use_checker:
+            try:
+                from analysis.checker import check_run
+
+                if spark is None:
+                    from analysis.spark import get_session
+
+                    spark = get_session()
+                results = check_run(run_dir, spark)
+            except Exception as exc:
+                echo(f"checker failed on {run_dir}: {type(exc).__name__}: {exc}")
+        rows.append(row(run_dir, results))
+    for s in scenarios().values():
+        if not s.runnable:
+            rows.append(f"| {s.name} | all | – | – | – | – | not runnable | see docs/scenarios.md | – |")
+    return "\n".join(rows)
