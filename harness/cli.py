@@ -184,7 +184,7 @@ class RunProgress:
         if phase == "workload" and self.workload_began is None:
             self.workload_began = now
         done = min(self.time_limit, now - self.workload_began) if self.workload_began else 0
-        if phase not in ("starting cluster", "workload"):
+        if phase not in ("starting cluster", "opening clients", "workload"):
             done = self.time_limit
         self.progress.update(self.task, phase=phase, stats=stats, completed=done)
 

@@ -191,8 +191,9 @@ def run(config: RunConfig, nemesis: Nemesis | None = None, progress: ProgressFn 
                 nemesis.topic = TOPIC  # so 'leader' targets mean leaders of the workload topic
             nemesis.setup(cluster, recorder)
 
+        notify("opening clients", recorder)
+        workload.start()  # returns once every client is open (transactional ids initialised)
         began = time.monotonic()
-        workload.start()
         if nemesis is not None:
             nemesis.start()
         end = began + config.time_limit_s
