@@ -9,7 +9,7 @@ import pytest
 def spark():
     from analysis.spark import get_session
 
-    session = get_session("local[2]", driver_memory="1g", shuffle_partitions=4)
+    session = get_session("local[2]", driver_memory="1g", shuffle_partitions=2)
     # Tiny inputs: broadcast everything small, and let AQE collapse partitions.
     session.conf.set("spark.sql.adaptive.coalescePartitions.initialPartitionNum", "4")
     yield session

@@ -36,7 +36,7 @@ def test_each_injection_is_found_exactly(spark, tmp_path_factory, anomaly):
     assert spark_counts(spark, tmp_path_factory, events) == want
 
 
-@settings(max_examples=4, **SETTINGS)
+@settings(max_examples=3, **SETTINGS)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12))
 def test_spark_and_reference_agree_on_corrupted_histories(spark, tmp_path_factory, seed, n):
     events = mutate(valid_history(seed, keys=2, steps=80), seed, n).events
