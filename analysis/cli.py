@@ -1,4 +1,4 @@
-"""`python -m analysis`: check one run, or aggregate trends across runs.
+"""`python -m analysis`: check one run, aggregate trends across runs, render reports and the dashboard.
 
 Exit codes: 0 valid, 1 invalid, 2 bad input or error (the message names the problem and the
 fix), 3 unknown (nothing forbidden found, but the evidence is incomplete: the final drain did not
@@ -95,3 +95,13 @@ def trends(store: str, out: str | None, spark_master: str | None, driver_memory:
     except Exception as err:  # noqa: BLE001
         _fail(f"trends failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
     click.echo(f"{summary['runs']} run(s) in {len(summary['groups'])} group(s); wrote {summary['out']}")
+
+
+def _register_report_commands() -> None:
+    from analysis.report_commands import dashboard, report
+
+    main.add_command(report)
+    main.add_command(dashboard)
+
+
+_register_report_commands()
