@@ -199,7 +199,8 @@ HW_TRUNCATION_REASON = (
     "leader (a reassignment adding C) does not make A truncate, because 0.10.2's ReplicaManager.makeFollowers skips "
     "the become-follower transition (and its truncation to the high watermark) when the new leader equals the old "
     "one; the KIP's own trigger, restarting A, removes A from the ISR when its ZooKeeper session expires, so the "
-    "clean election of A that the scenario needs can no longer happen. A faithful version needs a leader change to a "
+    "clean election of A that the scenario needs can no longer happen (the leader re-adds A only once A's log end "
+    "reaches the leader's high watermark, i.e. after A has fetched the truncated record again). A faithful version needs a leader change to a "
     "third replica that A can reach while B cannot reach A, with the controller on a fourth broker; not built."
 )
 
