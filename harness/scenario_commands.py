@@ -65,7 +65,7 @@ def run(name: str, kafka_version: str | None, store: Path, check: bool) -> None:
             raise HarnessError(f"scenario {name} is not runnable: {s.reason}")
         run_dir = run_scenario(s, kafka_version, store, command_line=sys.argv)
     except HarnessError as exc:
-        _fail(str(exc), getattr(exc, "hint", None))
+        _fail(exc.message, exc.hint or None)
         return
     results = None
     if check:
@@ -92,7 +92,7 @@ def matrix(versions: str, names: str | None, store: Path, output: Path | None, c
     try:
         chosen = [get_scenario(n.strip()) for n in names.split(",")] if names else list(scenarios().values())
     except HarnessError as exc:
-        _fail(str(exc), getattr(exc, "hint", None))
+        _fail(exc.message, exc.hint or None)
         return
     table = run_matrix(chosen, [v.strip() for v in versions.split(",") if v.strip()], store, use_checker=checker,
                        echo=lambda line: click.echo(line, err=True))
