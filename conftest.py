@@ -29,6 +29,18 @@ def prepared():
     return prepare()
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """One Spark session for the whole test session: starting a JVM costs ~10 s."""
+    from analysis.spark import get_session
+
+    session = get_session("local[2]", driver_memory="1g", shuffle_partitions=2)
+    # Tiny inputs: let AQE collapse partitions.
+    session.conf.set("spark.sql.adaptive.coalescePartitions.initialPartitionNum", "4")
+    yield session
+    session.stop()
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     figures = config.stash.get(FIGURES_KEY, [])
     if figures:

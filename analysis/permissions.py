@@ -14,6 +14,12 @@ field, takes the `safe` value (the strictest reading: nothing is excused by omis
 | enable.idempotence = false and retries > 0  | duplicate                                                      | a retried batch may be written twice |
 | … and max.in.flight > 1                     | nonmonotonic-send                                              | a retried batch may land after a later one |
 | isolation.level = read_uncommitted (txn workload) | aborted-read                                             | uncommitted and aborted records are visible |
+| enable.idempotence = true, not transactional, delivery.timeout.ms < 120 s | duplicate                         | librdkafka re-sends in-flight batches under a bumped epoch after a timeout; the broker may already have written them |
+
+Profiles are read in any of the spellings the harness writes: dotted keys at the top level,
+`harness.run`'s underscored field names (`min_insync_replicas`, ...), and the nested `producer`,
+`consumer` and `topic` configs (`"unclean.leader.election.enable": "true"`). Booleans given as
+text are parsed, never taken for their truthiness.
 """
 
 from __future__ import annotations
@@ -32,7 +38,23 @@ SAFE: dict[str, Any] = {
     "unclean.leader.election.enable": False,
     "min.insync.replicas": 2,
     "replication.factor": 3,
+    "delivery.timeout.ms": 300_000,
+    "transactional": False,
 }
+
+# Other spellings of the same settings, as harness.run's Profile and client configs write them.
+ALIASES = {
+    "enable_idempotence": "enable.idempotence",
+    "max_in_flight": "max.in.flight",
+    "max.in.flight.requests.per.connection": "max.in.flight",
+    "isolation_level": "isolation.level",
+    "unclean_leader_election": "unclean.leader.election.enable",
+    "min_insync_replicas": "min.insync.replicas",
+    "replication_factor": "replication.factor",
+    "delivery_timeout_ms": "delivery.timeout.ms",
+    "message.timeout.ms": "delivery.timeout.ms",
+}
+BOOLEANS = ("enable.idempotence", "unclean.leader.election.enable", "transactional")
 
 _LOSS = {"lost-write", "unseen", "poll-skip"}
 _DIVERGENCE = _LOSS | {"inconsistent-offsets", "nonmonotonic-poll"}
@@ -50,13 +72,40 @@ RULES: list[tuple[str, Any, set[str]]] = [
      {"nonmonotonic-send"}),
     ("read_uncommitted consumer in the txn workload",
      lambda p, w: w == "txn" and p["isolation.level"] == "read_uncommitted", {"aborted-read"}),
+    ("idempotent producer with delivery.timeout.ms < 120 s (librdkafka re-sends timed-out batches under a new epoch)",
+     lambda p, w: p["enable.idempotence"] and not p["transactional"] and w != "txn" and int(p["delivery.timeout.ms"]) < 120_000,
+     {"duplicate"}),
 ]
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value)
+
+
+def normalise(given: dict[str, Any]) -> dict[str, Any]:
+    """One flat dict of dotted keys from any spelling of a profile (nested configs win over aliases)."""
+    flat: dict[str, Any] = {}
+    for key, value in given.items():
+        if key in ("producer", "consumer", "topic") and isinstance(value, dict):
+            continue
+        flat[ALIASES.get(key, key)] = value
+    for section in ("producer", "consumer", "topic"):
+        for key, value in (given.get(section) or {}).items():
+            flat[ALIASES.get(key, key)] = value
+    if "transactional.id" in flat:
+        flat["transactional"] = True
+    for key in BOOLEANS:
+        if key in flat and flat[key] is not None:
+            flat[key] = _as_bool(flat[key])
+    return flat
 
 
 def effective_profile(config: dict[str, Any] | None) -> dict[str, Any]:
     """The run's profile with every missing field filled from SAFE."""
     profile = dict(SAFE)
-    given = (config or {}).get("profile") or {}
+    given = normalise((config or {}).get("profile") or {})
     profile.update({k: v for k, v in given.items() if v is not None})
     if "name" not in given:
         profile["name"] = "safe" if not given else "custom"

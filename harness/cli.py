@@ -110,11 +110,24 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 @click.option("--drain-timeout", default=60.0, show_default=True, type=float, help="Seconds the final drain may take.")
 @click.option("--kafka-version", default=None, help="Kafka release (default: the pinned 4.x).")
 @click.option("--nemesis", default="none", show_default=True, help="Comma-separated fault packages (e.g. kill,partition), or none.")
-@click.option("--nemesis-interval", default=10.0, show_default=True, type=float, help="Seconds between faults.")
+@click.option("--nemesis-interval", default=10.0, show_default=True, type=float, help="Mean seconds between a fault package's start and stop.")
+@click.option("--partition-targets", default="one,leader,controller,halves", show_default=True,
+              help="Partition shapes: one, leader, controller, halves, majorities-ring, bridge, minority-third, client.")
+@click.option("--db-targets", default="one,leader,controller", show_default=True,
+              help="Kill/pause targets: one, leader, controller, minority, majority, all.")
+@click.option("--one-way", is_flag=True, help="Partitions cut one direction only.")
+@click.option("--loss-probability", default=0.2, show_default=True, type=float, help="Packet-loss fault: drop probability.")
+@click.option("--check/--no-check", default=True, show_default=True, help="Check the history (Spark) and write report.html at the end.")
+@click.option("--spark-master", default=None, metavar="URL", help="Spark master for the check (default: SPARK_REMOTE, else local[*]).")
 def run_command(brokers: int, workload: str, profile: str, time_limit: float, rate: float, seed: int, store: str,
                 partitions: int, producers: int, consumers: int, subscribe: bool, abort_probability: float,
-                drain_timeout: float, kafka_version: str | None, nemesis: str, nemesis_interval: float) -> None:
-    """Run a workload against a fresh cluster and write its run directory; the last line printed is its path."""
+                drain_timeout: float, kafka_version: str | None, nemesis: str, nemesis_interval: float,
+                partition_targets: str, db_targets: str, one_way: bool, loss_probability: float,
+                check: bool, spark_master: str | None) -> None:
+    """Run a workload against a fresh cluster, heal, drain, check and report.
+
+    The last line printed is the run directory. Exit 0 valid, 1 invalid, 3 unknown
+    (with --no-check: 0 once the run completed), 2 bad input or infrastructure failure."""
     from pathlib import Path
 
     from harness.run import RunConfig, prepare_store, run
@@ -132,7 +145,14 @@ def run_command(brokers: int, workload: str, profile: str, time_limit: float, ra
         from harness.run import TOPIC
         from nemesis.runner import NemesisRunner, build_nemeses
 
-        faults = NemesisRunner(build_nemeses(packages), time_limit, interval_s=nemesis_interval, seed=seed, topic=TOPIC)
+        nemeses = build_nemeses(
+            packages,
+            partition_targets=split_list(partition_targets),
+            db_targets=split_list(db_targets),
+            loss_probability=loss_probability,
+            one_way=one_way,
+        )
+        faults = NemesisRunner(nemeses, time_limit, interval_s=nemesis_interval, seed=seed, topic=TOPIC)
     prepare_store(config.store)
     with RunProgress(time_limit) as progress:
         result = run(config, nemesis=faults, progress=progress.update)
@@ -143,7 +163,24 @@ def run_command(brokers: int, workload: str, profile: str, time_limit: float, ra
         f"run {result.run_id}: {counts.get('ok', 0)} ok, {counts.get('fail', 0)} fail, {counts.get('info', 0)} info; "
         f"drain {state}"
     )
+    exit_code = 0
+    if check:
+        from analysis.render import summary
+        from harness.finish import check_and_report
+
+        with console.status("checking the history (Spark) and writing the report"):
+            finished = check_and_report(result.run_dir, spark_master=spark_master)
+        colour = {"valid": "green", "invalid": "red"}.get(finished.results["verdict"], "yellow")
+        console.print(f"[{colour}]{summary(finished.results, result.run_dir)}[/{colour}]", highlight=False)
+        if finished.report is not None:
+            console.print(f"report: {finished.report}")
+        exit_code = finished.exit_code
     click.echo(str(result.run_dir))  # the last line on stdout, for scripts
+    sys.exit(exit_code)
+
+
+def split_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 class RunProgress:

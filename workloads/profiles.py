@@ -31,7 +31,10 @@ class Profile:
     replication_factor: int = 3
     min_insync_replicas: int = 2
     unclean_leader_election: bool = False
-    delivery_timeout_ms: int = 30_000
+    # librdkafka's default. A shorter timeout lets in-flight batches time out during a long
+    # fault; the idempotent producer then bumps its epoch and re-sends them, duplicating any the
+    # broker had already written (librdkafka INTRODUCTION.md; librdkafka#4953).
+    delivery_timeout_ms: int = 300_000
     extra_producer: dict[str, Any] = field(default_factory=dict)
 
     def producer_config(self) -> dict[str, Any]:
@@ -87,6 +90,8 @@ PROFILES: dict[str, Profile] = {
                 min_insync_replicas=1, unclean_leader_election=True),
         Profile("autocommit", "safe producer; consumers auto-commit and start from the latest offset",
                 enable_auto_commit=True, auto_offset_reset="latest", isolation_level="read_uncommitted"),
+        Profile("short-timeout", "safe, but sends time out after 30 s: librdkafka's idempotent producer then "
+                "re-sends in-flight batches under a new epoch, which can duplicate records", delivery_timeout_ms=30_000),
     )
 }
 
