@@ -226,6 +226,15 @@ class RunProgress:
         self.progress.update(self.task, phase=phase, stats=stats, completed=done)
 
 
+def _register_scenarios() -> None:
+    from harness.scenario_commands import scenario
+
+    cli.add_command(scenario)
+
+
+_register_scenarios()
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
