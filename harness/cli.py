@@ -6,6 +6,7 @@ import logging
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -97,7 +98,7 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 @cli.command(name="run")
 @click.option("--brokers", default=3, show_default=True, type=click.IntRange(1, 9), help="Number of Kafka brokers.")
 @click.option("--workload", default="queue", show_default=True, help="queue (sends and polls) or txn (transactions, read_committed).")
-@click.option("--profile", default="safe", show_default=True, help="Client profile: safe, no-idempotence, acks1, acks0, minisr1, unclean, autocommit.")
+@click.option("--profile", default="safe", show_default=True, help="Client profile: safe, no-idempotence, acks1, acks0, minisr1, unclean, autocommit, short-timeout, unsafe.")
 @click.option("--time-limit", default=60.0, show_default=True, type=float, help="Seconds of workload (before heal and drain).")
 @click.option("--rate", default=1000.0, show_default=True, type=float, help="Target sends per second, over all producers.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the schedule (which value goes to which partition, when).")
@@ -119,40 +120,25 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 @click.option("--loss-probability", default=0.2, show_default=True, type=float, help="Packet-loss fault: drop probability.")
 @click.option("--check/--no-check", default=True, show_default=True, help="Check the history (Spark) and write report.html at the end.")
 @click.option("--spark-master", default=None, metavar="URL", help="Spark master for the check (default: SPARK_REMOTE, else local[*]).")
-def run_command(brokers: int, workload: str, profile: str, time_limit: float, rate: float, seed: int, store: str,
-                partitions: int, producers: int, consumers: int, subscribe: bool, abort_probability: float,
-                drain_timeout: float, kafka_version: str | None, nemesis: str, nemesis_interval: float,
-                partition_targets: str, db_targets: str, one_way: bool, loss_probability: float,
-                check: bool, spark_master: str | None) -> None:
+@click.option("--config", "config_file", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="A TOML file of run settings (keys as the long options: time-limit = 30, nemesis = [\"kill\"]); flags override it.")
+@click.option("--replay", default=None, type=click.Path(dir_okay=False, path_type=Path), metavar="CONFIG_JSON",
+              help="Reproduce a run from its STORE/RUN/config.json (seed, version, workload, profile, nemesis, sizes); flags override it.")
+@click.pass_context
+def run_command(ctx: click.Context, config_file: Path | None, replay: Path | None, **flags: Any) -> None:
     """Run a workload against a fresh cluster, heal, drain, check and report.
 
+    Settings come from flags, a TOML file (--config) or an earlier run (--replay), flags winning.
     The last line printed is the run directory. Exit 0 valid, 1 invalid, 3 unknown
     (with --no-check: 0 once the run completed), 2 bad input or infrastructure failure."""
-    from pathlib import Path
+    from harness.run import prepare_store, run
+    from harness.run_settings import make_nemesis, run_config
 
-    from harness.run import RunConfig, prepare_store, run
-
-    config = RunConfig(
-        store=Path(store), workload=workload, profile=profile, brokers=brokers, kafka_version=kafka_version,
-        time_limit_s=time_limit, rate=rate, seed=seed, partitions=partitions, producers=producers, consumers=consumers,
-        subscribe=subscribe, abort_probability=abort_probability, drain_timeout_s=drain_timeout,
-        command_line=["python", "-m", "harness", *sys.argv[1:]],
-    )
+    values = resolve_run_settings(ctx, flags, config_file, replay)
+    config = run_config(values)
     config.check()  # bad input: exit 2 before anything is created
-    faults = None
-    packages = [p.strip() for p in nemesis.split(",") if p.strip() and p.strip() != "none"]
-    if packages:
-        from harness.run import TOPIC
-        from nemesis.runner import NemesisRunner, build_nemeses
-
-        nemeses = build_nemeses(
-            packages,
-            partition_targets=split_list(partition_targets),
-            db_targets=split_list(db_targets),
-            loss_probability=loss_probability,
-            one_way=one_way,
-        )
-        faults = NemesisRunner(nemeses, time_limit, interval_s=nemesis_interval, seed=seed, topic=TOPIC)
+    faults = make_nemesis(values)
+    time_limit, check, spark_master = config.time_limit_s, values["check"], values["spark_master"]
     prepare_store(config.store)
     with RunProgress(time_limit) as progress:
         result = run(config, nemesis=faults, progress=progress.update)
@@ -179,8 +165,33 @@ def run_command(brokers: int, workload: str, profile: str, time_limit: float, ra
     sys.exit(exit_code)
 
 
-def split_list(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.split(",") if part.strip())
+def resolve_run_settings(ctx: click.Context, flags: dict[str, Any], config_file: Path | None,
+                         replay: Path | None) -> dict[str, Any]:
+    """Defaults < TOML file or replayed config.json < flags given on the command line."""
+    from click.core import ParameterSource
+
+    from harness.run_settings import read_replay, read_toml
+
+    if config_file is not None and replay is not None:
+        raise HarnessError("--config and --replay cannot be combined.", hint="use one of them, and flags to change single settings")
+    file_values: dict[str, Any] = {}
+    if config_file is not None:
+        converters = {p.name: _converter(ctx, p) for p in ctx.command.params
+                      if isinstance(p, click.Option) and p.name not in ("config_file", "replay")}
+        file_values = read_toml(config_file, converters)
+    elif replay is not None:
+        file_values = read_replay(replay)
+    values = dict(flags)
+    for key, value in file_values.items():
+        if ctx.get_parameter_source(key) != ParameterSource.COMMANDLINE:
+            values[key] = value
+    return values
+
+
+def _converter(ctx: click.Context, param: click.Parameter) -> Any:
+    return lambda value: param.type_cast_value(ctx, value)
+
+
 
 
 class RunProgress:
@@ -226,13 +237,17 @@ class RunProgress:
         self.progress.update(self.task, phase=phase, stats=stats, completed=done)
 
 
-def _register_scenarios() -> None:
+def _register_commands() -> None:
+    """scenario, and the analysis commands (check, report, dashboard, trends) as they are."""
+    from analysis.cli import main as analysis_main
     from harness.scenario_commands import scenario
 
     cli.add_command(scenario)
+    for name in ("check", "report", "dashboard", "trends"):
+        cli.add_command(analysis_main.commands[name])
 
 
-_register_scenarios()
+_register_commands()
 
 
 def main() -> None:

@@ -92,6 +92,10 @@ PROFILES: dict[str, Profile] = {
                 enable_auto_commit=True, auto_offset_reset="latest", isolation_level="read_uncommitted"),
         Profile("short-timeout", "safe, but sends time out after 30 s: librdkafka's idempotent producer then "
                 "re-sends in-flight batches under a new epoch, which can duplicate records", delivery_timeout_ms=30_000),
+        # The nightly matrix's unsafe arm: every weakening at once, so faults can show what Kafka does not promise.
+        Profile("unsafe", "acks=1, RF 2, min.insync.replicas 1, unclean election on, idempotence off: loss, "
+                "divergence and duplicates are all permitted", acks="1", enable_idempotence=False,
+                replication_factor=2, min_insync_replicas=1, unclean_leader_election=True),
     )
 }
 

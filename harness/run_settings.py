@@ -1,0 +1,117 @@
+"""A run's settings from three sources: flags, a TOML file (`run --config`), and an earlier
+run's config.json (`run --replay`), turned into a `RunConfig` and its nemesis.
+
+Settings are a flat dict keyed like the `run` command's parameters (`time_limit`, `nemesis`,
+`partition_targets`, ...). Precedence: command-line flags > file (TOML or replayed config.json)
+> the `run` command's defaults. Shared by `harness/cli.py` and the nightly pytest plugin.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.run import TOPIC, RunConfig
+
+# Keys that take a comma-separated list on the command line; TOML may give an array instead.
+LIST_KEYS = ("nemesis", "partition_targets", "db_targets")
+
+
+def read_toml(path: Path, known: dict[str, Any]) -> dict[str, Any]:
+    """Settings from a TOML file; `known` maps each accepted key to a converter (value → value).
+    Keys may be spelled with '-' or '_'. An unknown key or bad value is a HarnessError (exit 2)."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except OSError as exc:
+        raise HarnessError(f"cannot read the run file {path}: {exc.strerror or exc}.", hint="pass an existing TOML file to --config") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise HarnessError(f"{path} is not valid TOML: {exc}.", hint="fix the file (https://toml.io)") from None
+    values: dict[str, Any] = {}
+    for raw, value in data.items():
+        key = raw.replace("-", "_")
+        if key not in known:
+            raise HarnessError(f"{path}: unknown key {raw!r}.", hint=f"use any of: {', '.join(sorted(known))}")
+        if key in LIST_KEYS and isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        try:
+            values[key] = known[key](value)
+        except Exception as exc:  # click's BadParameter and friends: say which key, which file
+            raise HarnessError(f"{path}: bad value {value!r} for {raw!r}: {getattr(exc, 'message', exc)}.",
+                               hint=f"see `python -m harness run --help` for {raw}") from None
+    return values
+
+
+def read_replay(path: Path) -> dict[str, Any]:
+    """The settings that reproduce the run whose config.json is `path` (seed, version, workload,
+    profile, nemesis packages/interval/options, rate, sizes). The store defaults to the folder
+    holding that run directory."""
+    path = Path(path)
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"cannot read {path} as a run's config.json: {exc}.",
+                           hint="pass STORE/RUN_ID/config.json of an earlier run to --replay") from None
+    if not isinstance(config, dict) or "seed" not in config or "workload" not in config:
+        raise HarnessError(f"{path} is not a run's config.json (no seed or workload).",
+                           hint="pass STORE/RUN_ID/config.json written by `python -m harness run`")
+    profile = config.get("profile")
+    values: dict[str, Any] = {
+        "store": str(path.resolve().parent.parent),
+        "seed": config["seed"],
+        "workload": config["workload"],
+        "profile": profile.get("name") if isinstance(profile, dict) else profile or "safe",
+    }
+    for key, field in (("kafka_version", "kafka_version"), ("brokers", "brokers"), ("rate", "rate"),
+                       ("time_limit", "time_limit_s"), ("partitions", "partitions"), ("producers", "producers"),
+                       ("consumers", "consumers"), ("subscribe", "subscribe"), ("abort_probability", "abort_probability"),
+                       ("drain_timeout", "drain_timeout_s")):
+        if config.get(field) is not None:
+            values[key] = config[field]
+    nemesis = config.get("nemesis_config") or {}
+    values["nemesis"] = ",".join(nemesis.get("packages") or config.get("nemesis") or []) or "none"
+    if nemesis.get("interval_s") is not None:
+        values["nemesis_interval"] = nemesis["interval_s"]
+    options = nemesis.get("options") or {}
+    if "partition" in options:
+        values["partition_targets"] = ",".join(options["partition"].get("shapes") or ())
+        values["one_way"] = bool(options["partition"].get("one_way_cuts"))
+    for package in ("kill", "pause"):
+        if package in options:
+            values["db_targets"] = ",".join(options[package].get("targets") or ())
+    if "loss" in options and options["loss"].get("probability") is not None:
+        values["loss_probability"] = options["loss"]["probability"]
+    return values
+
+
+def split_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in str(text).split(",") if part.strip())
+
+
+def run_config(values: dict[str, Any], command_line: list[str] | None = None) -> RunConfig:
+    """The RunConfig for complete settings (every `run` parameter present)."""
+    return RunConfig(
+        store=Path(values["store"]), workload=values["workload"], profile=values["profile"], brokers=int(values["brokers"]),
+        kafka_version=values["kafka_version"], time_limit_s=float(values["time_limit"]), rate=float(values["rate"]),
+        seed=int(values["seed"]), partitions=int(values["partitions"]), producers=int(values["producers"]),
+        consumers=int(values["consumers"]), subscribe=bool(values["subscribe"]),
+        abort_probability=float(values["abort_probability"]), drain_timeout_s=float(values["drain_timeout"]),
+        command_line=command_line if command_line is not None else ["python", "-m", "harness", *sys.argv[1:]],
+    )
+
+
+def make_nemesis(values: dict[str, Any]) -> Any:
+    """The NemesisRunner for the settings, or None when no fault package is named."""
+    packages = [p for p in split_list(values["nemesis"]) if p != "none"]
+    if not packages:
+        return None
+    from nemesis.runner import NemesisRunner, build_nemeses
+
+    nemeses = build_nemeses(packages, partition_targets=split_list(values["partition_targets"]),
+                            db_targets=split_list(values["db_targets"]),
+                            loss_probability=float(values["loss_probability"]), one_way=bool(values["one_way"]))
+    return NemesisRunner(nemeses, float(values["time_limit"]), interval_s=float(values["nemesis_interval"]),
+                         seed=int(values["seed"]), topic=TOPIC)
