@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytest_plugins = ["harness.pytest_chaos"]  # the nightly matrix: pytest -m chaos
+
 FIGURES_KEY = pytest.StashKey[list[str]]()
 
 

@@ -40,7 +40,7 @@ def read_toml(path: Path, known: dict[str, Any]) -> dict[str, Any]:
         try:
             values[key] = known[key](value)
         except Exception as exc:  # click's BadParameter and friends: say which key, which file
-            raise HarnessError(f"{path}: bad value {value!r} for {raw!r}: {getattr(exc, 'message', exc)}.",
+            raise HarnessError(f"{path}: bad value {value!r} for {raw!r}: {str(getattr(exc, 'message', exc)).rstrip('.')}.",
                                hint=f"see `python -m harness run --help` for {raw}") from None
     return values
 

@@ -1,0 +1,331 @@
+"""pytest plugin: the nightly chaos matrix, selected with `pytest -m chaos`.
+
+Loaded by the root conftest.py (`pytest_plugins = ["harness.pytest_chaos"]`), or anywhere with
+`-p harness.pytest_chaos`. A test that takes the `chaos_case` fixture (tests/chaos/test_nightly.py)
+is parametrised over workload x nemesis set x profile x Kafka version x seed; each item is one
+real run on its own cluster, id `<workload>-<nemeses>-<profile>-<version>-seed<N>`.
+
+The per-test runner is pluggable: `--chaos-runner module:function` names a callable
+`(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], SparkSession]) -> ChaosOutcome`.
+The default, `harness.pytest_chaos:real_runner`, starts a cluster, runs, heals, drains, checks
+(Spark) and writes report.html. The plugin's own tests use a runner that writes a small run
+directory checked by the reference checker, to test the failure report without Kafka.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from harness.settings import DEFAULT_KAFKA_VERSION
+
+DEFAULT_WORKLOADS = ("queue",)
+DEFAULT_NEMESES = ("partition", "kill", "pause", "clock", "loss", "partition+kill+pause+clock")
+DEFAULT_PROFILES = ("safe", "unsafe")
+DEFAULT_TIME_LIMIT_S = 60.0
+DEFAULT_RUNNER = "harness.pytest_chaos:real_runner"
+EXAMPLES_SHOWN = 3  # per anomaly kind, in a failure report
+
+SETTINGS_KEY = pytest.StashKey["ChaosSettings"]()
+RUNS_KEY = pytest.StashKey[list["RunLine"]]()
+DASHBOARD_KEY = pytest.StashKey[str]()
+OWN_SPARK_KEY = pytest.StashKey[Any]()
+
+
+@dataclass(frozen=True)
+class ChaosCase:
+    workload: str
+    nemesis: str  # packages joined by '+', or "none"
+    profile: str
+    kafka_version: str
+    seed: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.workload}-{self.nemesis}-{self.profile}-{self.kafka_version}-seed{self.seed}"
+
+    @property
+    def expect_valid(self) -> bool:
+        """True when the profile permits no anomaly at all (e.g. `safe`): then anything found is a bug."""
+        from analysis.permissions import allowed
+        from workloads.profiles import get_profile
+
+        profile = get_profile(self.profile).for_brokers(3)
+        return not allowed({"profile": profile.as_dict(), "workload": self.workload})[0]
+
+
+@dataclass(frozen=True)
+class ChaosSettings:
+    store: Path
+    time_limit_s: float
+    nemesis_interval_s: float
+    seeds: tuple[int, ...]
+    versions: tuple[str, ...]
+    workloads: tuple[str, ...]
+    nemeses: tuple[str, ...]
+    profiles: tuple[str, ...]
+    spark_master: str | None
+    runner: str
+
+    def cases(self) -> list[ChaosCase]:
+        return [ChaosCase(w, n, p, v, s) for w in self.workloads for n in self.nemeses for p in self.profiles
+                for v in self.versions for s in self.seeds]
+
+
+@dataclass
+class ChaosOutcome:
+    """What a runner returns. `error` is set when the run or its check could not complete."""
+
+    run_dir: Path | None
+    results: dict[str, Any] | None = None
+    report: Path | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass
+class RunLine:
+    case_id: str
+    verdict: str
+    seconds: float
+    run_dir: str
+
+
+# --- options ------------------------------------------------------------------------------
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("chaos", "nightly chaos matrix (select with -m chaos)")
+    g.addoption("--kafka-versions", default=DEFAULT_KAFKA_VERSION, help=f"Comma-separated Kafka versions (default {DEFAULT_KAFKA_VERSION}).")
+    g.addoption("--chaos-time-limit", default=DEFAULT_TIME_LIMIT_S, type=float, help="Seconds of workload per run (default 60).")
+    g.addoption("--chaos-seeds", default="1", help="A count N (seeds 1..N), a list '3,7' or a range '5..8' (default 1).")
+    g.addoption("--chaos-store", default="store/nightly", help="Store folder for the run directories and index.html (default store/nightly).")
+    g.addoption("--spark-master", default=None, metavar="URL", help="Spark master for the checker (default: the session's local Spark).")
+    g.addoption("--chaos-workloads", default=",".join(DEFAULT_WORKLOADS), help="Comma-separated workloads: queue, txn.")
+    g.addoption("--chaos-nemeses", default=",".join(DEFAULT_NEMESES),
+                help="Comma-separated nemesis sets, packages joined by '+' (e.g. partition,kill+pause), or none.")
+    g.addoption("--chaos-profiles", default=",".join(DEFAULT_PROFILES), help="Comma-separated client profiles (workloads/profiles.py).")
+    g.addoption("--chaos-nemesis-interval", default=10.0, type=float, help="Mean seconds between a fault's start and stop (default 10).")
+    g.addoption("--chaos-runner", default=DEFAULT_RUNNER, metavar="MODULE:FUNCTION", help="Per-test runner (for the plugin's own tests).")
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(p.strip() for p in str(text).split(",") if p.strip()))
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """'3' → (1, 2, 3); '3,7' → (3, 7); '5..8' → (5, 6, 7, 8). UsageError on anything else."""
+    text = str(text).strip()
+    try:
+        if ".." in text:
+            lo, hi = (int(x) for x in text.split(".."))
+            seeds = tuple(range(lo, hi + 1))
+        elif "," in text:
+            seeds = tuple(int(x) for x in _split(text))
+        else:
+            seeds = tuple(range(1, int(text) + 1))
+    except ValueError:
+        seeds = ()
+    if not seeds:
+        raise pytest.UsageError(f"--chaos-seeds {text!r}: give a count (3 = seeds 1..3), a list (3,7) or a range (5..8)")
+    return seeds
+
+
+def parse_settings(config: pytest.Config) -> ChaosSettings:
+    """The options, validated: an unknown name is a UsageError that names it and the choices."""
+    from harness.run import WORKLOADS
+    from nemesis.schedule import PACKAGES
+    from workloads.profiles import PROFILES
+
+    opt = config.getoption
+    workloads, profiles = _split(opt("--chaos-workloads")), _split(opt("--chaos-profiles"))
+    nemeses = tuple("+".join(p.strip() for p in n.split("+")) for n in _split(opt("--chaos-nemeses")))
+    for name, given, known in (("--chaos-workloads", workloads, WORKLOADS), ("--chaos-profiles", profiles, PROFILES)):
+        bad = [g for g in given if g not in known]
+        if bad or not given:
+            raise pytest.UsageError(f"{name}: unknown {bad or 'empty list'}; choose from {', '.join(known)}")
+    for n in nemeses:
+        bad = [p for p in n.split("+") if p not in PACKAGES and n != "none"]
+        if bad:
+            raise pytest.UsageError(f"--chaos-nemeses: unknown package {bad} in {n!r}; join any of {', '.join(PACKAGES)} with '+', or none")
+    versions = _split(opt("--kafka-versions"))
+    if not versions or not nemeses:
+        raise pytest.UsageError("--kafka-versions and --chaos-nemeses need at least one entry each")
+    time_limit = float(opt("--chaos-time-limit"))
+    if time_limit <= 0:
+        raise pytest.UsageError(f"--chaos-time-limit {time_limit}: must be greater than 0 seconds")
+    runner = opt("--chaos-runner")
+    if ":" not in runner:
+        raise pytest.UsageError(f"--chaos-runner {runner!r}: give it as module:function")
+    return ChaosSettings(
+        store=(config.invocation_params.dir / opt("--chaos-store")).resolve(), time_limit_s=time_limit,
+        nemesis_interval_s=float(opt("--chaos-nemesis-interval")), seeds=parse_seeds(opt("--chaos-seeds")),
+        versions=versions, workloads=workloads, nemeses=nemeses, profiles=profiles,
+        spark_master=opt("--spark-master"), runner=runner,
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "chaos: fault-injection runs against real Kafka (the nightly matrix; select with -m chaos)")
+    config.stash[SETTINGS_KEY] = parse_settings(config)
+    config.stash[RUNS_KEY] = []
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "chaos_case" not in metafunc.fixturenames:
+        return
+    cases = metafunc.config.stash[SETTINGS_KEY].cases()
+    metafunc.parametrize("chaos_case", [pytest.param(c, id=c.id, marks=pytest.mark.chaos) for c in cases])
+
+
+# --- running one case -----------------------------------------------------------------------
+
+def load_runner(spec: str) -> Callable[..., ChaosOutcome]:
+    module, _, name = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise pytest.UsageError(f"--chaos-runner {spec}: cannot load it ({exc})") from None
+
+
+@pytest.fixture
+def chaos_run(request: pytest.FixtureRequest) -> Callable[[ChaosCase], ChaosOutcome]:
+    """Run a case with the configured runner; record JUnit properties and a report section."""
+    config = request.config
+    settings = config.stash[SETTINGS_KEY]
+
+    def spark() -> Any:
+        # One session per pytest session: --spark-master, else the root conftest's `spark`, else our own.
+        if settings.spark_master is None:
+            try:
+                return request.getfixturevalue("spark")
+            except pytest.FixtureLookupError:
+                pass
+        if OWN_SPARK_KEY not in config.stash:
+            from analysis.spark import get_session
+
+            config.stash[OWN_SPARK_KEY] = (get_session(settings.spark_master) if settings.spark_master
+                                           else get_session("local[2]", driver_memory="1g", shuffle_partitions=4))
+        return config.stash[OWN_SPARK_KEY]
+
+    def run_case(case: ChaosCase) -> ChaosOutcome:
+        began = time.monotonic()
+        outcome = load_runner(settings.runner)(case, settings, spark)
+        outcome.seconds.setdefault("total", round(time.monotonic() - began, 1))
+        results = outcome.results or {}
+        head = results.get("headline") or {}
+        props = {"run_id": outcome.run_dir.name if outcome.run_dir else "", "run_dir": str(outcome.run_dir or ""),
+                 "verdict": results.get("verdict", "error"), **{k: head.get(k, "") for k in ("lost", "duplicated", "reordered", "diverged")},
+                 "report": str(outcome.report or ""), "seconds": outcome.seconds["total"]}
+        for key, value in props.items():
+            request.node.user_properties.append((key, value))
+        request.node.add_report_section("call", "chaos run", describe(case, outcome))
+        config.stash[RUNS_KEY].append(RunLine(case.id, props["verdict"], outcome.seconds["total"], props["run_dir"]))
+        return outcome
+
+    return run_case
+
+
+def describe(case: ChaosCase, outcome: ChaosOutcome) -> str:
+    """Run directory, headline, reasons, first examples and the report's path, for humans."""
+    results = outcome.results or {}
+    lines = [f"{case.id}: verdict {results.get('verdict', 'none')} (expected {'valid' if case.expect_valid else 'any verdict'})",
+             f"run directory: {outcome.run_dir}", f"report: {outcome.report or 'none written'}"]
+    if outcome.error:
+        lines.append(f"error: {outcome.error}")
+    head = results.get("headline")
+    if head:
+        lines.append("headline: " + "  ".join(f"{k} {head.get(k)}" for k in ("lost", "duplicated", "reordered", "diverged")))
+    lines += [f"  - {r}" for r in results.get("reasons") or []]
+    allowed = set(results.get("allowed") or [])
+    for name, examples in (results.get("examples") or {}).items():
+        if examples:
+            lines.append(f"first examples of {name}{' (allowed)' if name in allowed else ''}:")
+            lines += [f"  {json.dumps(e, default=str)[:400]}" for e in examples[:EXAMPLES_SHOWN]]
+    if outcome.run_dir is not None:
+        lines.append(f"reproduce: python -m harness run --replay {outcome.run_dir / 'config.json'}")
+    return "\n".join(lines)
+
+
+def assert_outcome(case: ChaosCase, outcome: ChaosOutcome) -> None:
+    """Safe profiles must be valid; other profiles must complete (any verdict) with a report."""
+    results = outcome.results or {}
+    verdict = results.get("verdict")
+    problem = None
+    if outcome.error or verdict not in ("valid", "invalid", "unknown"):
+        problem = "the run or its check did not complete"
+    elif case.expect_valid and verdict != "valid":
+        problem = f"verdict {verdict}, expected valid for profile {case.profile}"
+    elif outcome.report is None or not Path(outcome.report).exists():
+        problem = "no report.html was written"
+    if problem:
+        pytest.fail(f"{problem}\n{describe(case, outcome)}", pytrace=False)
+
+
+def real_runner(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], Any]) -> ChaosOutcome:
+    """One real run: fresh cluster, workload with faults, heal, drain, Spark check, report.html."""
+    from harness.cli import run_command
+    from harness.errors import HarnessError
+    from harness.finish import check_and_report
+    from harness.run import prepare_store, run
+    from harness.run_settings import make_nemesis, run_config
+
+    values = {p.name: p.default for p in run_command.params if p.name}
+    values.update(store=str(settings.store), workload=case.workload, profile=case.profile, kafka_version=case.kafka_version,
+                  seed=case.seed, time_limit=settings.time_limit_s, nemesis=case.nemesis.replace("+", ","),
+                  nemesis_interval=settings.nemesis_interval_s)
+    command = ["python", "-m", "harness", "run", "--workload", case.workload, "--profile", case.profile,
+               "--kafka-version", case.kafka_version, "--seed", str(case.seed), "--time-limit", str(settings.time_limit_s),
+               "--nemesis", values["nemesis"], "--nemesis-interval", str(settings.nemesis_interval_s)]
+    store = prepare_store(settings.store)
+    before = {p.name for p in store.iterdir()}
+    seconds: dict[str, float] = {}
+    began = time.monotonic()
+    try:
+        result = run(run_config(values, command_line=command), nemesis=make_nemesis(values))
+    except HarnessError as exc:
+        new = sorted(p for p in store.iterdir() if p.name not in before and p.is_dir())
+        return ChaosOutcome(new[-1] if new else None, error=str(exc))
+    seconds["run"] = round(time.monotonic() - began, 1)
+    began = time.monotonic()
+    try:
+        finished = check_and_report(result.run_dir, spark=spark())
+    except Exception as exc:  # the run is kept; say why it could not be checked
+        return ChaosOutcome(result.run_dir, seconds=seconds, error=f"check failed: {type(exc).__name__}: {exc}")
+    seconds["check"] = round(time.monotonic() - began, 1)
+    return ChaosOutcome(result.run_dir, finished.results, finished.report, seconds)
+
+
+# --- session end ------------------------------------------------------------------------------
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    spark = config.stash.get(OWN_SPARK_KEY, None)
+    if spark is not None:
+        spark.stop()
+    if not config.stash.get(RUNS_KEY, []):
+        return
+    store = config.stash[SETTINGS_KEY].store
+    try:
+        from analysis.dashboard import render_dashboard
+
+        config.stash[DASHBOARD_KEY] = str(render_dashboard(store)) if store.is_dir() else f"not written: no store at {store}"
+    except Exception as exc:  # the runs' verdicts matter more than the overview page
+        config.stash[DASHBOARD_KEY] = f"not written: {type(exc).__name__}: {exc}"
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    runs = config.stash.get(RUNS_KEY, [])
+    if not runs:
+        return
+    terminalreporter.section("chaos runs")
+    for r in runs:
+        terminalreporter.write_line(f"{r.case_id:<48} {r.verdict:<8} {r.seconds:>7.1f} s  {r.run_dir}")
+    total = sum(r.seconds for r in runs)
+    terminalreporter.write_line(f"{len(runs)} run(s) in {total:.0f} s ({total / 60:.1f} min)")
+    terminalreporter.write_line(f"dashboard: {config.stash.get(DASHBOARD_KEY, 'not written')}")
