@@ -1,0 +1,42 @@
+"""Runners for the plugin's own tests (`--chaos-runner tests.chaos.synthetic_runner:clean` or
+`:lossy`): each writes a small synthetic run directory (tests/reports/synth.py) with the case's
+real profile, checks it with the plain-Python reference checker (a real results.json, no
+Spark, no Kafka) and renders the real report.html."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from analysis.report import render_report
+from harness.pytest_chaos import ChaosCase, ChaosOutcome, ChaosSettings
+from tests.reports.synth import make_results, make_run
+from workloads.profiles import get_profile
+
+
+def _run(case: ChaosCase, settings: ChaosSettings, anomaly: str | None) -> ChaosOutcome:
+    settings.store.mkdir(parents=True, exist_ok=True)
+    run_dir = make_run(settings.store, f"20260101T0000{len(list(settings.store.iterdir())):02d}-{case.id}", anomaly,
+                       seed=case.seed, seconds=6, rate=40, keys=2, parquet=False, kafka_version=case.kafka_version)
+    config = json.loads((run_dir / "config.json").read_text())
+    config.update(profile=get_profile(case.profile).for_brokers(3).as_dict(), nemesis=case.nemesis.split("+"))
+    (run_dir / "config.json").write_text(json.dumps(config, indent=2))
+    results = make_results(run_dir, anomaly)
+    return ChaosOutcome(run_dir, results, render_report(run_dir), {"run": 0.1})
+
+
+def clean(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], Any]) -> ChaosOutcome:
+    return _run(case, settings, None)
+
+
+def lossy(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], Any]) -> ChaosOutcome:
+    """One acknowledged write lost (reads went past its offset)."""
+    return _run(case, settings, "lost-write")
+
+
+def broken(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], Any]) -> ChaosOutcome:
+    """A run that could not complete (no results)."""
+    run_dir = settings.store / f"broken-{case.id}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "FAILED").write_text("cluster did not start\n")
+    return ChaosOutcome(run_dir, error="cluster did not start")

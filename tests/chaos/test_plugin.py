@@ -1,0 +1,124 @@
+"""The nightly plugin (harness/pytest_chaos.py) under pytester: the matrix and its ids, option
+parsing, the failure report, JUnit properties and the dashboard. No Kafka: the runner is
+tests/chaos/synthetic_runner.py (synthetic run dirs checked by the reference checker)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+import analysis.dashboard  # noqa: F401  in-process pytester unloads modules first imported inside a run;
+import tests.chaos.synthetic_runner  # noqa: F401  numpy cannot be loaded twice, so import them here
+from harness.pytest_chaos import parse_seeds
+
+pytest_plugins = ["pytester"]
+
+NIGHTLY = (Path(__file__).parent / "test_nightly.py").read_text()
+PLUGIN = ("-p", "harness.pytest_chaos")
+DEFAULT_IDS = [f"queue-{n}-{p}-4.3.1-seed1" for n in ("partition", "kill", "pause", "clock", "loss", "partition+kill+pause+clock")
+               for p in ("safe", "unsafe")]
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_nightly=NIGHTLY)
+    return pytester
+
+
+def collected_ids(result: pytest.RunResult) -> list[str]:
+    return [line.split("[", 1)[1].rstrip("]") for line in result.outlines if "::test_nightly[" in line]
+
+
+def run(suite: pytest.Pytester, runner: str, *args: str) -> pytest.RunResult:
+    store = suite.path / "store"
+    return suite.runpytest(*PLUGIN, "-m", "chaos", "--chaos-runner", f"tests.chaos.synthetic_runner:{runner}",
+                           "--chaos-store", str(store), *args)
+
+
+def test_default_matrix_is_twelve_runs_with_readable_ids(suite):
+    result = suite.runpytest(*PLUGIN, "-m", "chaos", "--collect-only", "-q")
+    assert collected_ids(result) == DEFAULT_IDS
+
+
+def test_choosing_from_the_matrix(suite):
+    result = suite.runpytest(*PLUGIN, "-m", "chaos", "--collect-only", "-q", "--chaos-seeds", "2",
+                             "--kafka-versions", "4.3.1,3.9.2", "--chaos-nemeses", "kill,partition+kill",
+                             "--chaos-profiles", "safe", "--chaos-workloads", "queue,txn")
+    ids = collected_ids(result)
+    assert len(ids) == 2 * 2 * 2 * 2
+    assert "txn-partition+kill-safe-3.9.2-seed2" in ids and "queue-kill-safe-4.3.1-seed1" in ids
+
+
+def test_k_selects_one_case(suite):
+    result = suite.runpytest(*PLUGIN, "-m", "chaos", "--collect-only", "-q", "-k", "queue-kill-safe-4.3.1-seed1")
+    assert collected_ids(result) == ["queue-kill-safe-4.3.1-seed1"]
+
+
+def test_without_m_chaos_nothing_runs(suite):
+    result = suite.runpytest(*PLUGIN, "-m", "not chaos")
+    result.assert_outcomes(deselected=12)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--chaos-nemeses", "kill+flood"), "unknown package ['flood']"),
+    (("--chaos-profiles", "safe,yolo"), "unknown ['yolo']"),
+    (("--chaos-workloads", "stream"), "unknown ['stream']"),
+    (("--chaos-seeds", "abc"), "--chaos-seeds 'abc'"),
+    (("--chaos-time-limit", "0"), "must be greater than 0"),
+    (("--chaos-runner", "nocolon"), "module:function"),
+])
+def test_bad_options_are_usage_errors_naming_the_problem(suite, args, message):
+    result = suite.runpytest(*PLUGIN, "-m", "chaos", "--collect-only", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+
+
+def test_parse_seeds():
+    assert parse_seeds("3") == (1, 2, 3)
+    assert parse_seeds("3,7") == (3, 7)
+    assert parse_seeds("5..7") == (5, 6, 7)
+    with pytest.raises(pytest.UsageError):
+        parse_seeds("0")
+
+
+def test_failure_report_shows_run_dir_headline_examples_and_report(suite):
+    result = run(suite, "lossy", "-k", "queue-kill-safe")
+    result.assert_outcomes(failed=1, deselected=11)
+    out = result.stdout.str()
+    run_dir = next((suite.path / "store").glob("*-queue-kill-safe-4.3.1-seed1"))
+    assert "verdict invalid, expected valid for profile safe" in out
+    assert f"run directory: {run_dir}" in out
+    assert "headline: lost 1  duplicated 0  reordered 0  diverged 0" in out
+    assert "first examples of lost-write:" in out and '"value": 1000000000' in out
+    assert f"report: {run_dir / 'report.html'}" in out
+    assert f"--replay {run_dir / 'config.json'}" in out
+    assert (run_dir / "history.jsonl").exists()  # the run directory is kept
+
+
+def test_unsafe_profile_passes_with_what_was_found(suite):
+    result = run(suite, "lossy", "-k", "queue-kill-unsafe")
+    result.assert_outcomes(passed=1, deselected=11)
+
+
+def test_a_run_that_did_not_complete_fails_with_its_dir(suite):
+    result = run(suite, "broken", "-k", "queue-kill-unsafe")
+    result.assert_outcomes(failed=1, deselected=11)
+    assert "the run or its check did not complete" in result.stdout.str()
+    assert "error: cluster did not start" in result.stdout.str()
+
+
+def test_junit_properties_and_dashboard(suite):
+    xml = suite.path / "junit.xml"
+    result = run(suite, "clean", "--chaos-nemeses", "kill,partition", "--junitxml", str(xml))
+    result.assert_outcomes(passed=4)
+    cases = ET.parse(xml).getroot().iter("testcase")
+    props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in cases}
+    first = props["test_nightly[queue-kill-safe-4.3.1-seed1]"]
+    assert first["verdict"] == "valid" and first["lost"] == "0" and first["duplicated"] == "0"
+    assert first["run_id"].endswith("queue-kill-safe-4.3.1-seed1")
+    assert Path(first["run_dir"]).name == first["run_id"] and first["report"].endswith("report.html")
+    index = suite.path / "store" / "index.html"
+    assert index.exists() and f"dashboard: {index}" in result.stdout.str()
+    assert "4 run(s) in" in result.stdout.str()
