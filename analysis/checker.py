@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from analysis import anomalies as A
 from analysis.history_load import HistoryError, load_history
 from analysis.names import ANOMALIES, MAX_EXAMPLES, headline
+from analysis.replica_evidence import NAME as REPLICA_DIVERGENCE, divergence_permitted, read_replica_divergence
 from analysis.permissions import allowed as permitted, effective_profile
 from analysis.verdict import decide
 
@@ -137,6 +138,16 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
     complete, hws = drain_status(config)
     allow, rules = permitted(config)
     v = decide(counts, allow, complete, truncated=history.truncated, ops=history.count)
+    replicas = read_replica_divergence(run_dir)
+    if replicas is not None and replicas["diverged"]:
+        where = f"{replicas['diverged_offsets']} offset(s) from offset {replicas['first_offset']}"
+        if divergence_permitted(effective_profile(config)):
+            allow = set(allow) | {REPLICA_DIVERGENCE}
+            rules = [*rules, "unclean.leader.election.enable=true (replicas may diverge)"]
+        else:
+            v.verdict = "invalid"
+            v.forbidden = [*v.forbidden, REPLICA_DIVERGENCE]
+            v.reasons = [*v.reasons, f"replicas diverged after healing: {where} (not permitted without unclean election)"]
     timings["total_s"] = round(time.perf_counter() - t0, 3)
     cfg = config or {}
     return {
@@ -146,11 +157,12 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         "forbidden": v.forbidden,
         "counts": counts,
         "headline": headline(counts, complete),
-        "allowed": sorted(allow, key=ANOMALIES.index),
+        "allowed": sorted(allow, key=lambda a: ANOMALIES.index(a) if a in ANOMALIES else len(ANOMALIES)),
         "allowed_by": rules,
         "examples": examples,
         "op_stats": stats,
         "drain": {"complete": complete, "high_watermarks": hws},
+        "replica_divergence": replicas,
         "history": {"path": str(history.path), "format": history.format, "events": history.count,
                     "truncated": history.truncated},
         "run": {"seed": cfg.get("seed"), "kafka_version": cfg.get("kafka_version"),

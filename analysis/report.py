@@ -63,7 +63,14 @@ def load_results(run_dir: Path) -> dict[str, Any] | None:
 
 
 def _reproduce(config: dict[str, Any]) -> str:
-    """The `harness run` command line that repeats this run's schedule (seed, sizes, version)."""
+    """The command line that repeats this run: `harness scenario run` for a scenario, else
+    `harness run` with its schedule (seed, sizes, version) and faults."""
+    workload = str(config.get("workload", "queue"))
+    if workload.startswith("scenario:"):
+        args = ["python", "-m", "harness", "scenario", "run", workload.split(":", 1)[1]]
+        if config.get("kafka_version"):
+            args += ["--kafka-version", str(config["kafka_version"])]
+        return shlex.join(args)
     prof = config.get("profile")
     args = ["python", "-m", "harness", "run", "--workload", str(config.get("workload", "queue"))]
     if isinstance(prof, dict) and prof.get("name"):
@@ -74,6 +81,16 @@ def _reproduce(config: dict[str, Any]) -> str:
                       ("--kafka-version", "kafka_version")):
         if config.get(key) is not None:
             args += [flag, str(config[key])]
+    faults = config.get("nemesis_config") or {}
+    if faults.get("packages"):
+        args += ["--nemesis", ",".join(faults["packages"]), "--nemesis-interval", str(faults.get("interval_s", 10))]
+        options = faults.get("options") or {}
+        if (options.get("partition") or {}).get("shapes"):
+            args += ["--partition-targets", ",".join(options["partition"]["shapes"])]
+        for package in ("kill", "pause"):
+            if (options.get(package) or {}).get("targets"):
+                args += ["--db-targets", ",".join(options[package]["targets"])]
+                break
     if config.get("subscribe"):
         args.append("--subscribe")
     if config.get("workload") == "txn" and config.get("abort_probability") is not None:
@@ -221,6 +238,7 @@ def render_report(run_dir: Path | str) -> Path:
         tl=tl, timeline=timeline_html, kinds=kinds, files=[{**f, "size": _size(f["size"])} for f in _files(run_dir)],
         problems=problems, generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         check_cmd=f"python -m analysis check {run_dir}",
+        replicas=(results or {}).get("replica_divergence"),
     )
     title = f"{verdict.upper()} · Kafka run {(config or {}).get('run_id', run_dir.name)}"
     out = html.write_atomic(run_dir / "report.html", html.page(title, body))
