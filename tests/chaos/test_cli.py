@@ -1,0 +1,117 @@
+"""`python -m harness`: every command has --help; `run --config` (TOML) and `run --replay`
+(config.json) build the RunConfig and nemesis they describe, flags winning. No Kafka: `run` is
+replaced by a stub that captures what it was given."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import cli
+from harness.run_settings import make_nemesis, run_config
+from workloads.profiles import get_profile
+
+COMMANDS = ["run", "check", "report", "dashboard", "trends", "scenario", "cleanup", "bootstrap", "smoke"]
+
+
+class Captured(Exception):
+    pass
+
+
+@pytest.fixture
+def captured(monkeypatch, tmp_path):
+    """Invoke `harness run ...` and return (RunConfig, nemesis) instead of running."""
+    import harness.run
+
+    def fake_run(config, nemesis=None, progress=None):
+        raise Captured(config, nemesis)
+
+    monkeypatch.setattr(harness.run, "run", fake_run)
+    monkeypatch.setattr(harness.run, "prepare_store", lambda store: Path(store))
+
+    def invoke(*args: str):
+        result = CliRunner().invoke(cli, ["run", *args])
+        assert isinstance(result.exception, Captured), result.output
+        return result.exception.args
+
+    return invoke
+
+
+def test_every_command_has_help():
+    top = CliRunner().invoke(cli, ["--help"])
+    for name in COMMANDS:
+        assert name in top.output
+        result = CliRunner().invoke(cli, [name, "--help"])
+        assert result.exit_code == 0 and "Usage" in result.output, name
+
+
+def test_toml_file_describes_a_run_and_flags_override(captured, tmp_path):
+    toml = tmp_path / "run.toml"
+    toml.write_text('time-limit = 30\nprofile = "unsafe"\nnemesis = ["kill", "partition"]\nseed = 4\n'
+                    'db_targets = "leader"\nnemesis-interval = 5\nstore = "%s"\n' % (tmp_path / "s"))
+    config, nemesis = captured("--config", str(toml), "--seed", "9")
+    assert (config.time_limit_s, config.profile, config.seed, config.store) == (30.0, "unsafe", 9, tmp_path / "s")
+    assert list(nemesis.nemeses) == ["kill", "partition"] and nemesis.interval_s == 5.0 and nemesis.seed == 9
+    assert nemesis.nemeses["kill"].targets == ("leader",)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("time-limit = 30\nbogus = 1\n", "unknown key 'bogus'"),
+    ("time-limit = \"soon\"\n", "bad value 'soon' for 'time-limit'"),
+    ("time-limit = \n", "is not valid TOML"),
+])
+def test_bad_toml_is_exit_2_naming_the_key(tmp_path, text, message):
+    toml = tmp_path / "run.toml"
+    toml.write_text(text)
+    out = subprocess.run([sys.executable, "-m", "harness", "run", "--config", str(toml)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and message in " ".join(out.stderr.split()), out.stderr
+
+
+def config_json(tmp_path: Path) -> Path:
+    """A config.json as harness.run writes it, for a run with nemesis settings off the defaults."""
+    values = {"store": str(tmp_path / "store"), "workload": "queue", "profile": "unsafe", "brokers": 3, "kafka_version": "3.9.2",
+              "time_limit": 45.0, "rate": 500.0, "seed": 11, "partitions": 4, "producers": 3, "consumers": 1, "subscribe": True,
+              "abort_probability": 0.2, "drain_timeout": 30.0, "nemesis": "partition,kill,loss", "nemesis_interval": 7.0,
+              "partition_targets": "halves,bridge", "db_targets": "controller", "one_way": True, "loss_probability": 0.3}
+    config, nemesis = run_config(values, command_line=[]), make_nemesis(values)
+    record = {"run_id": "r1", "seed": config.seed, "kafka_version": config.kafka_version, "brokers": config.brokers,
+              "workload": config.workload, "profile": get_profile(config.profile).for_brokers(3).as_dict(), "rate": config.rate,
+              "time_limit_s": config.time_limit_s, "partitions": config.partitions, "producers": config.producers,
+              "consumers": config.consumers, "subscribe": config.subscribe, "abort_probability": None,
+              "drain_timeout_s": config.drain_timeout_s, "nemesis": list(nemesis.nemeses), "nemesis_config": nemesis.describe()}
+    path = tmp_path / "store" / "r1" / "config.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record))
+    return path
+
+
+def same_run(a, b) -> bool:
+    skip = ("command_line",)
+    return {k: v for k, v in vars(a).items() if k not in skip} == {k: v for k, v in vars(b).items() if k not in skip}
+
+
+def test_replay_builds_the_same_run(captured, tmp_path):
+    path = config_json(tmp_path)
+    original = json.loads(path.read_text())
+    config, nemesis = captured("--replay", str(path))
+    assert (config.seed, config.kafka_version, config.profile, config.rate, config.time_limit_s) == (11, "3.9.2", "unsafe", 500.0, 45.0)
+    assert (config.partitions, config.producers, config.consumers, config.subscribe, config.drain_timeout_s) == (4, 3, 1, True, 30.0)
+    assert config.store == (tmp_path / "store").resolve()
+    assert json.loads(json.dumps(nemesis.describe())) == original["nemesis_config"]  # same packages, options, schedule
+
+
+def test_replay_flags_override(captured, tmp_path):
+    config, nemesis = captured("--replay", str(config_json(tmp_path)), "--seed", "12", "--nemesis", "none")
+    assert config.seed == 12 and nemesis is None
+
+
+def test_replay_of_a_non_config_is_exit_2(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text("{}")
+    out = subprocess.run([sys.executable, "-m", "harness", "run", "--replay", str(bad)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "not a run's config.json" in out.stderr
