@@ -44,5 +44,15 @@ def test_safe_profile_under_partition_kill_pause_clock_loses_nothing(prepared, s
     finished = check_and_report(result.run_dir, spark=spark)
     assert finished.results["verdict"] == "valid", json.dumps(finished.results["reasons"])
     assert finished.report is not None and finished.report.stat().st_size > 0
+
+    # The report of this real run opens in headless Chromium: no JS error, every plot drawn, no request out,
+    # and every injected fault is drawn as a labelled band.
+    from harness.browser import ensure_chromium
+    from tests.reports.test_browser import check_page
+
+    ensure_chromium()
+    check_page(finished.report, "report-real-run-with-faults.png")
+    page = finished.report.read_text()
+    assert "VALID" in page and ("kill" in page or "partition" in page or "pause" in page)
     report_figure(f"60 s safe run with partition,kill,pause,clock: {len(acked)} acknowledged, "
                   f"{len(faults_done)} nemesis events, verdict {finished.results['verdict']}")
