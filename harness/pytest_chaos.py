@@ -95,6 +95,7 @@ class RunLine:
     verdict: str
     seconds: float
     run_dir: str
+    phases: str = ""
 
 
 # --- options ------------------------------------------------------------------------------
@@ -225,7 +226,8 @@ def chaos_run(request: pytest.FixtureRequest) -> Callable[[ChaosCase], ChaosOutc
         for key, value in props.items():
             request.node.user_properties.append((key, value))
         request.node.add_report_section("call", "chaos run", describe(case, outcome))
-        config.stash[RUNS_KEY].append(RunLine(case.id, props["verdict"], outcome.seconds["total"], props["run_dir"]))
+        phases = " ".join(f"{k} {v}" for k, v in outcome.seconds.items() if k != "total")
+        config.stash[RUNS_KEY].append(RunLine(case.id, props["verdict"], outcome.seconds["total"], props["run_dir"], phases))
         return outcome
 
     return run_case
@@ -292,6 +294,7 @@ def real_runner(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], An
         new = sorted(p for p in store.iterdir() if p.name not in before and p.is_dir())
         return ChaosOutcome(new[-1] if new else None, error=str(exc))
     seconds["run"] = round(time.monotonic() - began, 1)
+    seconds.update({k: round(v, 1) for k, v in result.seconds.items()})  # cluster_ready, workload, heal, drain
     began = time.monotonic()
     try:
         finished = check_and_report(result.run_dir, spark=spark())
@@ -325,7 +328,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     terminalreporter.section("chaos runs")
     for r in runs:
-        terminalreporter.write_line(f"{r.case_id:<48} {r.verdict:<8} {r.seconds:>7.1f} s  {r.run_dir}")
+        terminalreporter.write_line(f"{r.case_id:<48} {r.verdict:<8} {r.seconds:>7.1f} s  ({r.phases})  {r.run_dir}")
     total = sum(r.seconds for r in runs)
     terminalreporter.write_line(f"{len(runs)} run(s) in {total:.0f} s ({total / 60:.1f} min)")
     terminalreporter.write_line(f"dashboard: {config.stash.get(DASHBOARD_KEY, 'not written')}")
