@@ -277,7 +277,11 @@ def real_runner(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], An
     from harness.run import prepare_store, run
     from harness.run_settings import make_nemesis, run_config
 
-    values = {p.name: p.default for p in run_command.params if p.name}
+    import click
+
+    # get_default, not .default: click leaves flags' .default UNSET (a truthy sentinel).
+    ctx = click.Context(run_command)
+    values = {p.name: p.get_default(ctx) for p in run_command.params if p.name}
     values.update(store=str(settings.store), workload=case.workload, profile=case.profile, kafka_version=case.kafka_version,
                   seed=case.seed, time_limit=settings.time_limit_s, nemesis=case.nemesis.replace("+", ","),
                   nemesis_interval=settings.nemesis_interval_s)

@@ -122,3 +122,25 @@ def test_junit_properties_and_dashboard(suite):
     index = suite.path / "store" / "index.html"
     assert index.exists() and f"dashboard: {index}" in result.stdout.str()
     assert "4 run(s) in" in result.stdout.str()
+
+
+def test_real_runner_builds_the_run_from_the_run_commands_defaults(monkeypatch, tmp_path):
+    """The case's settings over `harness run`'s defaults (flags off: no subscribe, two-way cuts)."""
+    import harness.run
+    from harness.errors import HarnessError
+    from harness.pytest_chaos import ChaosCase, ChaosSettings, real_runner
+
+    seen = {}
+
+    def fake_run(config, nemesis=None, progress=None):
+        seen.update(config=config, nemesis=nemesis)
+        raise HarnessError("stub: no cluster")
+
+    monkeypatch.setattr(harness.run, "run", fake_run)
+    settings = ChaosSettings(tmp_path, 20.0, 5.0, (1,), ("4.3.1",), ("queue",), ("partition+kill",), ("safe",), None, "x")
+    outcome = real_runner(ChaosCase("queue", "partition+kill", "unsafe", "3.9.2", 4), settings, lambda: None)
+    config, nemesis = seen["config"], seen["nemesis"]
+    assert outcome.error == "stub: no cluster"
+    assert (config.subscribe, config.profile, config.kafka_version, config.seed, config.time_limit_s) == (False, "unsafe", "3.9.2", 4, 20.0)
+    assert list(nemesis.nemeses) == ["partition", "kill"] and nemesis.interval_s == 5.0
+    assert nemesis.nemeses["partition"].one_way_cuts is False
