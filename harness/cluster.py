@@ -58,8 +58,14 @@ def new_run_id() -> str:
 
 
 def new_cluster_id() -> str:
-    """A Kafka cluster id: a random UUID in unpadded URL-safe base64 (22 characters)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka cluster id: a random UUID in unpadded URL-safe base64 (22 characters).
+
+    Never one that starts with "-": the storage tool would read it as an option (Kafka's own
+    Uuid.randomUuid() rejects those for the same reason)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 class KafkaCluster:

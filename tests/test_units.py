@@ -94,3 +94,10 @@ def test_every_command_has_help(command):
 def test_unknown_option_exits_2_with_a_message():
     out = subprocess.run([sys.executable, "-m", "harness", "smoke", "--nonsense"], capture_output=True, text=True)
     assert out.returncode == 2 and "No such option" in out.stderr
+
+
+def test_cluster_ids_never_start_with_a_dash():
+    from harness.cluster import new_cluster_id
+
+    ids = [new_cluster_id() for _ in range(5000)]  # ~78 would start with "-" without the guard
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
