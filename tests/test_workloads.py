@@ -149,3 +149,20 @@ def test_a_run_that_fails_midway_leaves_its_directory_marked_failed(prepared, tm
     (run_dir,) = list(store.iterdir())
     assert (run_dir / "FAILED").read_text().strip()
     assert json.loads((run_dir / "config.json").read_text())["status"] == "failed"
+
+
+def test_a_client_that_cannot_start_fails_the_workload_instead_of_measuring_nothing(tmp_path: Path):
+    from dataclasses import replace
+
+    from harness.errors import HarnessError
+    from harness.history import Recorder
+    from workloads.profiles import get_profile
+    from workloads.queue import QueueWorkload
+
+    broken = replace(get_profile("safe"), extra_producer={"acks": "sometimes"})  # librdkafka refuses this at construction
+    with Recorder(tmp_path / "history.jsonl") as recorder:
+        workload = QueueWorkload(recorder, "127.0.0.1:1", "queue", broken, partitions=1, producers=1, consumers=0,
+                                 rate=10, seed=1, subscribe=False, group_id="g")
+        with pytest.raises(HarnessError, match="could not start"):
+            workload.start(ready_timeout_s=30)
+        workload.stop(timeout_s=5)

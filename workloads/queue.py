@@ -22,8 +22,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from harness.errors import HarnessError
 from harness.history import Recorder
 from workloads.clients import ConsumerClient, ProcessIds, ProducerClient
 from workloads.profiles import Profile
@@ -92,6 +93,12 @@ class QueueWorkload:
         deadline = time.monotonic() + ready_timeout_s
         for event in self._ready:
             event.wait(max(0.0, deadline - time.monotonic()))
+        if self.errors:  # a client that cannot even open means broken settings, not a finding
+            self._stop.set()
+            raise HarnessError(
+                f"{len(self.errors)} client(s) could not start: {'; '.join(self.errors[:3])}",
+                hint="fix the client settings named above (profile or workload options); nothing was measured",
+            )
         self.started_ns = self.recorder.elapsed_ns()
 
     def _opened(self) -> None:
@@ -181,11 +188,26 @@ class QueueWorkload:
             client.close()
 
     # --- the final drain ------------------------------------------------------------
-    def high_watermarks(self, timeout_s: float = 10.0) -> dict[int, int]:
+    def high_watermarks(self, timeout_s: float = 60.0) -> dict[int, int]:
+        """Every partition's high watermark. Right after an election a new leader answers
+        OFFSET_NOT_AVAILABLE until its high watermark catches up, so retriable errors are retried
+        until `timeout_s`."""
         probe = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"{self.group_id}-hwm",
                           "logger": logging.getLogger("librdkafka.consumer")})
+        deadline = time.monotonic() + timeout_s
+        high: dict[int, int] = {}
         try:
-            return {p: probe.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout_s)[1] for p in range(self.partitions)}
+            for p in range(self.partitions):
+                while True:
+                    try:
+                        high[p] = probe.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
+                        break
+                    except KafkaException as exc:
+                        err = exc.args[0]
+                        if not (err.retriable() or err.code() == KafkaError.OFFSET_NOT_AVAILABLE) or time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.5)
+            return high
         finally:
             probe.close()
 

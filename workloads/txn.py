@@ -43,7 +43,8 @@ class TxnProducerClient:
             "enable.idempotence": True,  # required by transactions
             "acks": "all",
             "transactional.id": transactional_id,
-            "transaction.timeout.ms": 60_000,
+            # librdkafka refuses a producer whose message timeout exceeds its transaction timeout.
+            "transaction.timeout.ms": max(60_000, profile.delivery_timeout_ms),
             # Right after a commit the coordinator answers CONCURRENT_TRANSACTIONS until its markers are
             # written; librdkafka's default 100 ms backoff made each transaction wait for it.
             "retry.backoff.ms": 10,
