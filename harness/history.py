@@ -98,6 +98,9 @@ class Recorder:
     # --- recording --------------------------------------------------------------
     def record(self, process: int | str, type: str, f: str, value: Any = None, error: str | None = None) -> int:
         """Append one event; return its index. `value` must be JSON-serialisable and not mutated afterwards."""
+        return self._append(process, type, f, value, error)
+
+    def _append(self, process: int | str, type: str, f: str, value: Any, error: str | None) -> int:
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"recorder for {self.path} is closed")
@@ -113,17 +116,7 @@ class Recorder:
     def send(self, process: int, type: str, key: int, value: int, offset: int | None = None, epoch: int | None = None,
              error: str | None = None) -> None:
         """A send event without building a dict: the hot path of every producer. Same JSON as `record`."""
-        with self._lock:
-            if self._closed:
-                raise RuntimeError(f"recorder for {self.path} is closed")
-            index = self._next_index
-            self._next_index = index + 1
-            now = time.monotonic_ns()
-            self._pending.append((index, now - self._t0, process, type, "send",
-                                  (key, value) if type == "invoke" else (key, value, offset, epoch), error))
-            self.counts[type] += 1
-        if now - self._last_flush_ns > self._inline_ns:
-            self._flush_inline()
+        self._append(process, type, "send", (key, value) if type == "invoke" else (key, value, offset, epoch), error)
 
     def invoke(self, process: int, f: str, value: Any = None) -> int:
         return self.record(process, "invoke", f, value)
