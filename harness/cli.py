@@ -237,6 +237,38 @@ class RunProgress:
         self.progress.update(self.task, phase=phase, stats=stats, completed=done)
 
 
+@cli.command()
+@click.option("--seeds", default=10, show_default=True, type=click.IntRange(1, 100), help="Seeds 1..N for each control.")
+@click.option("--time-limit", default=120.0, show_default=True, type=float, help="Seconds of workload per run.")
+@click.option("--nemesis-interval", default=10.0, show_default=True, type=float)
+@click.option("--rate", default=500.0, show_default=True, type=float)
+@click.option("--store", default="store/controls", show_default=True, type=click.Path(file_okay=False))
+@click.option("--spark-master", default=None, metavar="URL")
+def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float, store: str, spark_master: str | None) -> None:
+    """Positive and negative controls: `unsafe` must show loss or divergence under kill+partition, `safe` nothing forbidden.
+
+    Prints a Markdown table (detection rates and every run). Exit 0 when both controls hold
+    (positive: at least 90 % of seeds; negative: every seed valid), 1 when not, 2 on bad input
+    or broken infrastructure."""
+    from pathlib import Path
+
+    from analysis.spark import get_session
+    from harness.controls import run_controls
+    from harness.run import prepare_store
+
+    target = prepare_store(Path(store))
+    spark = get_session(spark_master)
+    result = run_controls(
+        target, list(range(1, seeds + 1)), time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate, spark=spark,
+        on_run=lambda r: console.print(f"{r.profile} seed {r.seed}: {r.verdict}, lost {r.lost}, diverged {r.diverged}"),
+    )
+    click.echo(result.markdown())
+    summary = result.summary()
+    holds = (summary["positive"]["found_loss_or_divergence"] >= 0.9 * summary["positive"]["seeds"]
+             and summary["negative"]["valid"] == summary["negative"]["seeds"])
+    sys.exit(0 if holds else 1)
+
+
 def _register_commands() -> None:
     """scenario, and the analysis commands (check, report, dashboard, trends) as they are."""
     from analysis.cli import main as analysis_main
