@@ -135,6 +135,7 @@ class ConsumerClient:
         }
         self.consumer: Consumer | None = None
         self.eof: dict[int, int] = {}  # partition -> offset of the last EOF event seen
+        self.rebalanced: list[int] | None = None  # the group's latest assignment, not yet recorded
         self.next_offset: dict[int, int] = {}  # partition -> offset after the last record read
 
     def open(self) -> "ConsumerClient":
@@ -160,12 +161,16 @@ class ConsumerClient:
         value = {"keys": list(keys), "seek": "committed"}
         self.recorder.record(self.process, "invoke", "subscribe", value)
         try:
-            self.consumer.subscribe([self.topic])
+            self.consumer.subscribe([self.topic], on_assign=self._on_assign)
         except KafkaException as exc:
             self.recorder.record(self.process, "fail", "subscribe", value, error_text(exc))
             return False
         self.recorder.record(self.process, "ok", "subscribe", value)
         return True
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Called inside consume(): remember it; poll() records it as an assign between two polls.
+        self.rebalanced = sorted(tp.partition for tp in partitions)
 
     def poll(self, max_records: int = 500, timeout_s: float = 0.1) -> int:
         """One recorded poll; returns the number of records read."""
@@ -187,6 +192,16 @@ class ConsumerClient:
                 self.eof[msg.partition()] = msg.offset()
             else:
                 errors.append(error_text(err))
+        if self.rebalanced is not None:
+            # A group rebalance happened inside this poll. librdkafka serves it before records of the new
+            # assignment, so record it as its own assign (positions reset to the committed offsets) between
+            # an empty poll and the poll that returned the records; the history stays sequential per process.
+            keys, self.rebalanced = self.rebalanced, None
+            value = {"keys": keys, "seek": "committed"}
+            self.recorder.record(self.process, "ok", "poll", {"records": []}, "group rebalance during this poll")
+            self.recorder.record(self.process, "invoke", "assign", value)
+            self.recorder.record(self.process, "ok", "assign", value, "group rebalance")
+            self.recorder.record(self.process, "invoke", "poll", None)
         self.recorder.record(self.process, "ok", "poll", {"records": records}, "; ".join(errors) if errors else None)
         return len(records)
 
