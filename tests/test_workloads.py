@@ -166,3 +166,22 @@ def test_a_client_that_cannot_start_fails_the_workload_instead_of_measuring_noth
         with pytest.raises(HarnessError, match="could not start"):
             workload.start(ready_timeout_s=30)
         workload.stop(timeout_s=5)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_subscribe_mode_records_group_rebalances_so_rewinds_are_not_reported(prepared, tmp_path: Path):
+    from analysis.reference import counts
+
+    done = harness_cli("run", "--subscribe", "--consumers", "2", "--time-limit", "30", "--rate", "200", "--seed", "6",
+                       "--no-check", "--store", str(tmp_path / "store"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = Path(done.stdout.strip().splitlines()[-1])
+    assert validate_history(run_dir / "history.jsonl") == []
+    events = read_history(run_dir / "history.jsonl")
+    subscribers = {e["process"] for e in events if e["f"] == "subscribe" and e["type"] == "ok"}
+    rebalanced = {e["process"] for e in events if e["f"] == "assign" and e["type"] == "ok" and e.get("error") == "group rebalance"}
+    readers = {e["process"] for e in events if e["f"] == "poll" and e["type"] == "ok" and e["value"]["records"]}
+    assert subscribers and (subscribers & readers) <= rebalanced  # every group member that read got its assignment recorded
+    found = counts(events)
+    assert found["nonmonotonic-poll"] == 0 and found["lost-write"] == 0, found
