@@ -153,6 +153,8 @@ def mutate(b: Builder, seed: int, n: int = 6) -> Builder:
     sends = [e for e in b.events if e["f"] == "send" and e["type"] == "ok"]
     for _ in range(n):
         kind = rnd.randrange(6)
+        # A deletion can empty a poll, so pick only among polls that still hold records.
+        polls = [e for e in polls if e["value"]["records"]]
         if kind < 4 and polls:
             recs = rnd.choice(polls)["value"]["records"]
             i = rnd.randrange(len(recs))

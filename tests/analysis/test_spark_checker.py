@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from analysis import reference
@@ -30,7 +32,8 @@ def test_valid_histories_have_no_findings(spark, tmp_path_factory, seed, keys):
 
 @pytest.mark.parametrize("anomaly", ANOMALIES)
 def test_each_injection_is_found_exactly(spark, tmp_path_factory, anomaly):
-    events = inject(valid_history(hash(anomaly) % 1000), anomaly).events
+    # zlib.crc32, not hash(): str hashes change with every process, so the case would too.
+    events = inject(valid_history(zlib.crc32(anomaly.encode()) % 1000), anomaly).events
     want = {**ZERO, anomaly: 1}
     assert reference.counts(events) == want
     assert spark_counts(spark, tmp_path_factory, events) == want
@@ -38,6 +41,7 @@ def test_each_injection_is_found_exactly(spark, tmp_path_factory, anomaly):
 
 @settings(max_examples=3, **SETTINGS)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12))
+@example(seed=14, n=10)  # once emptied a poll and then picked from it (a generator bug, now fixed)
 def test_spark_and_reference_agree_on_corrupted_histories(spark, tmp_path_factory, seed, n):
     events = mutate(valid_history(seed, keys=2, steps=80), seed, n).events
     assert spark_counts(spark, tmp_path_factory, events) == reference.counts(events)
