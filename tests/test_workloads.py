@@ -185,3 +185,24 @@ def test_subscribe_mode_records_group_rebalances_so_rewinds_are_not_reported(pre
     assert subscribers and (subscribers & readers) <= rebalanced  # every group member that read got its assignment recorded
     found = counts(events)
     assert found["nonmonotonic-poll"] == 0 and found["lost-write"] == 0, found
+
+
+def test_sends_unresolved_at_close_are_recorded_unknown_not_dropped(tmp_path: Path):
+    """No broker listens on 127.0.0.1:1, so no send can complete: close() must still give every
+    invoke a completion, and that completion is `info` (unknown), never `fail` or missing."""
+    from harness.history import Recorder
+    from workloads.clients import ProducerClient
+    from workloads.profiles import get_profile
+
+    with Recorder(tmp_path / "history.jsonl") as recorder:
+        client = ProducerClient(7, recorder, "127.0.0.1:1", "queue", get_profile("safe")).open()
+        for value in range(5):
+            client.send(value % 2, value)
+        client.close(timeout_s=1)
+    events = read_history(tmp_path / "history.jsonl")
+    done = {e["value"]["value"]: e for e in events if e["type"] != "invoke"}
+    assert sorted(done) == list(range(5))
+    assert {e["type"] for e in done.values()} == {"info"}
+    assert all(e["error"].startswith("unresolved after waiting 1 s at close (_PURGE_") for e in done.values())
+    assert all(e["value"]["key"] == e["value"]["value"] % 2 for e in done.values())
+    assert validate_history(tmp_path / "history.jsonl") == []
