@@ -40,13 +40,69 @@ def _offset(col: F.Column) -> F.Column:
 class Derived:
     events: DataFrame
     reads: DataFrame  # process, pid, index, time, f, type, pos, key, offset, value
-    ok_writes: DataFrame  # process, pid, index, time, f, type, key, offset, value
-    failed_writes: DataFrame  # process, index, time, f, type, value
     positions: DataFrame  # key, offset, value, process, index, time, f, type
     offsets: DataFrame  # key, offset, min_value, max_value, next_offset (persisted)
+    by_value: DataFrame  # one row per value: what every op did with it (see _by_value)
+    max_read: DataFrame  # key, max_read_offset
 
     def unpersist(self) -> None:
         self.offsets.unpersist()
+        self.by_value.unpersist()
+
+
+# What a value-fact row says about its value (see _by_value).
+READ, OK_SEND, OK_TXN_SEND, FAILED_WRITE, SEND_INVOKE = 0, 1, 2, 3, 4
+
+
+def _by_value(reads: DataFrame, events: DataFrame) -> DataFrame:
+    """One row per value with everything the value-level anomalies need, from a single shuffle.
+
+    Every read, ok write, failed write and send invoke becomes a narrow fact row (value, kind,
+    key, offset, index, pid); grouping those by value with plain aggregates (counts, min/max,
+    max_by) keeps Spark on its hash aggregate. This one exchange replaces a group-by for
+    duplicates, an anti-join for unread writes, a join for aborted reads and a join of ok sends
+    with their invokes. The ops behind an example are looked up by index afterwards."""
+    facts = ["value", "kind", "key", "offset", "index", "pid"]
+    read_facts = reads.select("value", F.lit(READ).alias("kind"), "key", "offset", "index", "pid")
+    send_kind = (F.when(F.col("type") == "invoke", F.lit(SEND_INVOKE))
+                 .when(F.col("type") == "ok", F.lit(OK_SEND))
+                 .when(F.col("type") == "fail", F.lit(FAILED_WRITE)))
+    send_facts = events.filter(F.col("f") == "send").select(
+        F.col("value.value").alias("value"), send_kind.alias("kind"), F.col("value.key").alias("key"),
+        _offset(F.col("value.offset")).alias("offset"), "index", "pid").filter(F.col("kind").isNotNull())
+    txn_facts = events.filter((F.col("f") == "txn") & F.col("type").isin("ok", "fail")).select(
+        F.when(F.col("type") == "ok", F.lit(OK_TXN_SEND)).otherwise(F.lit(FAILED_WRITE)).alias("kind"),
+        "index", "pid", F.explode(F.col("value.sends")).alias("s")).select(
+        F.col("s.value").alias("value"), "kind", F.col("s.key").alias("key"),
+        _offset(F.col("s.offset")).alias("offset"), "index", "pid")
+    kind = F.col("kind")
+    is_ok_write = kind.isin(OK_SEND, OK_TXN_SEND)
+    at_position = (kind == READ) | (is_ok_write & F.col("offset").isNotNull())
+    ok_at = F.when(is_ok_write, F.col("index"))  # the last ok write of a value is the one that counts
+    invoke_at = F.when(kind == SEND_INVOKE, F.col("index"))
+    first_read_at = F.when(kind == READ, -F.col("index"))  # max_by over -index = the first read
+    return (
+        read_facts.select(*facts).unionByName(send_facts.select(*facts)).unionByName(txn_facts.select(*facts))
+        .groupBy("value")
+        .agg(
+            F.count(F.when(kind == READ, 1)).alias("reads"),
+            F.min(F.when(at_position, F.col("key"))).alias("min_key"),
+            F.max(F.when(at_position, F.col("key"))).alias("max_key"),
+            F.min(F.when(at_position, F.col("offset"))).alias("min_offset"),
+            F.max(F.when(at_position, F.col("offset"))).alias("max_offset"),
+            F.max(ok_at).alias("ok_index"),
+            F.max_by("key", ok_at).alias("ok_key"),
+            F.max_by("offset", ok_at).alias("ok_offset"),
+            F.max_by("pid", ok_at).alias("ok_pid"),
+            F.max_by(kind == OK_SEND, ok_at).alias("ok_is_send"),
+            F.max(invoke_at).alias("invoke_index"),
+            F.max_by("pid", invoke_at).alias("invoke_pid"),
+            F.min(F.when(kind == FAILED_WRITE, F.col("index"))).alias("failed_index"),
+            (-F.max(first_read_at)).alias("first_read_index"),
+            F.max_by("key", first_read_at).alias("first_read_key"),
+            F.max_by("offset", first_read_at).alias("first_read_offset"),
+        )
+    )
 
 
 def derive(events: DataFrame) -> Derived:
@@ -59,15 +115,13 @@ def derive(events: DataFrame) -> Derived:
              F.col("r.key").alias("key"), F.col("r.offset").alias("offset"), F.col("r.value").alias("value"))
 
     base = ["process", "pid", "index", "time", "f", "type"]
-    sends = events.filter((F.col("f") == "send") & F.col("type").isin("ok", "fail")).select(
+    sends = events.filter((F.col("f") == "send") & (F.col("type") == "ok")).select(
         *base, F.col("value.key").alias("key"), _offset(F.col("value.offset")).alias("offset"),
         F.col("value.value").alias("value"))
-    txn_sends = events.filter((F.col("f") == "txn") & F.col("type").isin("ok", "fail")).select(
+    txn_sends = events.filter((F.col("f") == "txn") & (F.col("type") == "ok")).select(
         *base, F.explode(F.col("value.sends")).alias("s")).select(
         *base, F.col("s.key").alias("key"), _offset(F.col("s.offset")).alias("offset"), F.col("s.value").alias("value"))
-    writes = sends.unionByName(txn_sends)
-    ok_writes = writes.filter(F.col("type") == "ok")
-    failed_writes = writes.filter(F.col("type") == "fail").select("process", "index", "time", "f", "type", "value")
+    ok_writes = sends.unionByName(txn_sends)
 
     cols = ["key", "offset", "value", "process", "index", "time", "f", "type"]
     positions = reads.select(*cols).unionByName(ok_writes.filter(F.col("offset").isNotNull()).select(*cols))
@@ -79,7 +133,8 @@ def derive(events: DataFrame) -> Derived:
         .withColumn("next_offset", F.lead("offset").over(Window.partitionBy("key").orderBy("offset")))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    return Derived(events, reads, ok_writes, failed_writes, positions, offsets)
+    max_read = reads.groupBy("key").agg(F.max("offset").alias("max_read_offset"))
+    return Derived(events, reads, positions, offsets, _by_value(reads, events).persist(StorageLevel.MEMORY_AND_DISK), max_read)
 
 
 def inconsistent_offsets(d: Derived) -> DataFrame:
@@ -93,21 +148,15 @@ def inconsistent_offsets(d: Derived) -> DataFrame:
 def duplicate(d: Derived) -> DataFrame:
     """duplicate: one value observed at two or more different (key, offset) positions — it was
     written more than once (e.g. a retried send without idempotence). Counted per value."""
-    ko = F.struct("key", "offset")
-    return (
-        d.positions.groupBy("value")
-        .agg(F.min(ko).alias("first"), F.max(ko).alias("last"))
-        .filter(F.col("first") != F.col("last"))
-        .select("value", F.col("first.key").alias("key"), F.col("first.offset").alias("offset"),
-                F.array(F.col("first"), F.col("last")).alias("positions"))
-    )
+    return d.by_value.filter((F.col("min_key") != F.col("max_key")) | (F.col("min_offset") != F.col("max_offset"))
+                             ).select("value", F.col("min_key").alias("key"), F.col("min_offset").alias("offset"))
 
 
 def _unread_writes(d: Derived) -> DataFrame:
     """Ok writes whose value no read returned, with the highest offset read on their key."""
-    max_read = d.reads.groupBy("key").agg(F.max("offset").alias("max_read_offset"))
-    unread = d.ok_writes.join(d.reads.select("value"), "value", "left_anti")
-    return unread.join(F.broadcast(max_read), "key", "left").withColumn(
+    unread = d.by_value.filter(F.col("ok_index").isNotNull() & (F.col("reads") == 0)).select(
+        F.col("ok_key").alias("key"), F.col("ok_offset").alias("offset"), "value", F.col("ok_index").alias("op_index"))
+    return unread.join(F.broadcast(d.max_read), "key", "left").withColumn(
         "behind_a_read", F.coalesce(F.col("offset") < F.col("max_read_offset"), F.lit(False)))
 
 
@@ -115,39 +164,35 @@ def lost_write(d: Derived) -> DataFrame:
     """lost-write: a write acknowledged `ok` at (K, o) whose value no read ever returned, although
     some read on K returned an offset greater than o — readers went past its position and it was
     not there. Counted per value."""
-    return _unread_writes(d).filter("behind_a_read").select(
-        "key", "offset", "value", "max_read_offset", _op().alias("op"))
+    return _unread_writes(d).filter("behind_a_read").select("key", "offset", "value", "max_read_offset", "op_index")
 
 
 def unseen(d: Derived) -> DataFrame:
     """unseen: a write acknowledged `ok` whose value no read returned and that is not a
     lost-write (no read on its key went past it, or its offset is unknown). It is lost only if
     the final drain is known to have reached every high watermark. Counted per value."""
-    return _unread_writes(d).filter(~F.col("behind_a_read")).select(
-        "key", "offset", "value", "max_read_offset", _op().alias("op"))
+    return _unread_writes(d).filter(~F.col("behind_a_read")).select("key", "offset", "value", "max_read_offset", "op_index")
 
 
 def nonmonotonic_send(d: Derived) -> DataFrame:
     """nonmonotonic-send: within one process, `ok` sends to the same key, taken in the order they
     were invoked, whose acknowledged offsets do not strictly increase — the producer's records
     were reordered (or one overwrote another's position). Counted per adjacent pair."""
-    invokes = d.events.filter((F.col("f") == "send") & (F.col("type") == "invoke")).select(
-        "pid", F.col("value.value").alias("value"), F.col("index").alias("invoke_index"))
-    sends = (
-        d.ok_writes.filter((F.col("f") == "send") & F.col("offset").isNotNull() & F.col("pid").isNotNull())
-        .join(invokes, ["pid", "value"], "left")
-        .withColumn("order", F.coalesce("invoke_index", "index"))
-    )
+    v = d.by_value
+    sends = v.filter(F.col("ok_is_send") & F.col("ok_offset").isNotNull() & F.col("ok_pid").isNotNull()).select(
+        F.col("ok_key").alias("key"), F.col("ok_pid").alias("pid"), F.col("ok_offset").alias("offset"), "value",
+        F.col("ok_index").alias("index"),
+        # The invoke of the same process orders the send; without one, its completion does.
+        F.when(F.col("invoke_pid") == F.col("ok_pid"), F.col("invoke_index")).otherwise(F.col("ok_index")).alias("order"))
     w = Window.partitionBy("key", "pid").orderBy("order")
     prev = lambda c: F.lag(c).over(w)  # noqa: E731
     return (
-        sends.select("key", "pid", "offset", "value", _op().alias("op"),
-                     prev("offset").alias("prev_offset"), prev("value").alias("prev_value"),
-                     prev(_op()).alias("prev_op"))
+        sends.select("key", "pid", "offset", "value", "index",
+                     prev("offset").alias("prev_offset"), prev("value").alias("prev_value"), prev("index").alias("prev_index"))
         .filter(F.col("offset") <= F.col("prev_offset"))
         .select("key", F.col("pid").alias("process"),
                 F.array("prev_offset", "offset").alias("offsets"), F.array("prev_value", "value").alias("values"),
-                F.array("prev_op", "op").alias("ops"))
+                F.array("prev_index", "index").alias("op_indexes"))
     )
 
 
@@ -155,18 +200,20 @@ def _read_pairs(d: Derived) -> DataFrame:
     """Adjacent reads of one key by one process with no assign/subscribe of that process between
     them (including reads inside one poll, in the order returned), only where they are not
     consecutive in offset (so the result is small)."""
-    resets = d.events.filter(F.col("f").isin(*RESET_FS) & F.col("type").isin("ok", "info")).select(
-        "process", "index", F.lit(1).alias("reset"))
-    # Which "assignment epoch" each read belongs to: the number of resets of its process before it.
-    reads = d.reads.select("process", "index", F.lit(0).alias("reset"), "time", "f", "type", "pos",
-                           "key", "offset", "value")
-    nulls = [F.lit(None).cast(t).alias(c) for c, t in
-             (("time", "long"), ("f", "string"), ("type", "string"), ("pos", "int"), ("key", "long"),
-              ("offset", "long"), ("value", "long"))]
-    seq = reads.unionByName(resets.select("process", "index", "reset", *nulls))
-    seq = seq.withColumn("epoch", F.sum("reset").over(
-        Window.partitionBy("process").orderBy("index", "pos").rowsBetween(Window.unboundedPreceding, 0))
+    # Which "assignment epoch" each read belongs to: the number of resets of its process before
+    # it. Counted per poll, before the records are exploded (a hundredth of the rows to sort).
+    ops = d.events.filter(
+        (F.col("type").isin("ok", "info") & F.col("f").isin(*RESET_FS))
+        | ((F.col("type") == "ok") & F.col("f").isin(*READ_FS))
+    ).select("process", "index", "time", "f", "type", F.col("f").isin(*RESET_FS).cast("int").alias("reset"),
+             F.col("value.records").alias("records"))
+    polls = ops.withColumn("epoch", F.sum("reset").over(
+        Window.partitionBy("process").orderBy("index").rowsBetween(Window.unboundedPreceding, 0))
     ).filter(F.col("reset") == 0)
+    seq = polls.select("process", "index", "time", "f", "type", "epoch",
+                       F.posexplode("records").alias("pos", "r")).select(
+        "process", "index", "time", "f", "type", "epoch", "pos",
+        F.col("r.key").alias("key"), F.col("r.offset").alias("offset"), F.col("r.value").alias("value"))
     w = Window.partitionBy("key", "process", "epoch").orderBy("index", "pos")
     prev = lambda c: F.lag(c).over(w)  # noqa: E731
     return seq.select(
@@ -208,15 +255,9 @@ def aborted_read(d: Derived) -> DataFrame:
     """aborted-read: a read returned a value whose send, or whose transaction, completed `fail`
     (definitely not written, or aborted). `info` writes are unknown, never failures. Counted per
     value."""
-    failed = d.failed_writes.select("value", _op().alias("write_op"))
-    return (
-        d.reads.join(failed, "value", "inner")
-        .groupBy("value")
-        .agg(F.min(F.struct("index", "key", "offset", _op().alias("op"))).alias("first"),
-             F.first("write_op").alias("write_op"))
-        .select("value", F.col("first.key").alias("key"), F.col("first.offset").alias("offset"),
-                F.array(F.col("first.op"), F.col("write_op")).alias("ops"))
-    )
+    return d.by_value.filter((F.col("reads") > 0) & F.col("failed_index").isNotNull()).select(
+        "value", F.col("first_read_key").alias("key"), F.col("first_read_offset").alias("offset"),
+        F.array("first_read_index", "failed_index").alias("op_indexes"))
 
 
 # Name → function, in results.json order.

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -83,16 +84,37 @@ def _ops_at(d: A.Derived, rows: list[dict], by: str) -> None:
             r["positions"] = [{"key": k, "offset": o} for k, o in r["positions"]]
 
 
+def _ops_by_index(d: A.Derived, rows: list[dict]) -> None:
+    """Replace each example's `op_index` / `op_indexes` by the ops themselves (index, time,
+    process, f, type): anomalies found by aggregation carry only the indexes of their ops."""
+    wanted = {i for r in rows for i in ([r.get("op_index")] + list(r.get("op_indexes") or [])) if i is not None}
+    if not wanted:
+        return
+    found = {op["index"]: {k: op[k] for k in ("index", "time", "process", "f", "type")}
+             for op in d.events.filter(F.col("index").isin(sorted(wanted))).select(
+                 "index", "time", "process", "f", "type").collect()}
+    for r in rows:
+        if "op_index" in r:
+            i = r.pop("op_index")
+            r["ops"] = [found[i]] if i in found else []
+        if "op_indexes" in r:
+            r["ops"] = [found[i] for i in r.pop("op_indexes") if i in found]
+
+
 def _examples(name: str, df: DataFrame, d: A.Derived) -> list[dict]:
     order = {"duplicate": ["value"], "aborted-read": ["value"]}.get(name, ["key"])
     rows = [_plain(r) for r in df.orderBy(*order).limit(MAX_EXAMPLES).collect()]
     for r in rows:
         if "op" in r:
             r["ops"] = [r.pop("op")]
+    _ops_by_index(d, rows)
     if name == "inconsistent-offsets":
         _ops_at(d, rows, "position")
     elif name == "duplicate":
         _ops_at(d, rows, "value")
+        for r in rows:  # the first position it was observed at
+            if r["positions"]:
+                r["key"], r["offset"] = r["positions"][0]["key"], r["positions"][0]["offset"]
     return rows
 
 
@@ -112,7 +134,9 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
     timings["load_s"] = round(time.perf_counter() - t0, 3)
 
     d = A.derive(history.events)
-    pairs = A._read_pairs(d)
+    # Only reads that are not one after the other: small, and used by two anomalies and their
+    # examples, so it is computed once.
+    pairs = A._read_pairs(d).persist(StorageLevel.MEMORY_AND_DISK)
     findings = {name: (A.CHECKS[name](d, pairs) if name in ("nonmonotonic-poll", "poll-skip") else A.CHECKS[name](d))
                 for name in ANOMALIES}
     try:
@@ -132,6 +156,7 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         stats = _op_stats(history.events)
         timings["op_stats_s"] = round(time.perf_counter() - t, 3)
     finally:
+        pairs.unpersist()
         d.unpersist()
         history.release()
 
