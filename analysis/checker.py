@@ -19,6 +19,7 @@ from analysis.history_load import HistoryError, load_history
 from analysis.names import ANOMALIES, MAX_EXAMPLES, headline
 from analysis.replica_evidence import NAME as REPLICA_DIVERGENCE, divergence_permitted, read_replica_divergence
 from analysis.permissions import allowed as permitted, effective_profile
+from analysis.producer_evidence import duplicate_hint, out_of_order_sequences
 from analysis.verdict import decide
 
 RESULTS_VERSION = 1
@@ -173,6 +174,10 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
             v.verdict = "invalid"
             v.forbidden = [*v.forbidden, REPLICA_DIVERGENCE]
             v.reasons = [*v.reasons, f"replicas diverged after healing: {where} (not permitted without unclean election)"]
+    sequences = out_of_order_sequences(run_dir) if "duplicate" in v.forbidden else None
+    hint = duplicate_hint(sequences)
+    if hint:
+        v.reasons = [*v.reasons, hint]
     timings["total_s"] = round(time.perf_counter() - t0, 3)
     cfg = config or {}
     return {
@@ -188,6 +193,7 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         "op_stats": stats,
         "drain": {"complete": complete, "high_watermarks": hws},
         "replica_divergence": replicas,
+        "out_of_order_sequences": sequences,
         "history": {"path": str(history.path), "format": history.format, "events": history.count,
                     "truncated": history.truncated},
         "run": {"seed": cfg.get("seed"), "kafka_version": cfg.get("kafka_version"),

@@ -145,3 +145,32 @@ def test_results_json_shape_and_truncated_tail(spark, tmp_path):
     assert ex["ops"][0]["index"] == 1 and "time" in ex["ops"][0]
     assert results["op_stats"]["send"] == {"invoke": 2, "ok": 2, "fail": 0, "info": 0}
     assert "total_s" in results["timings"]
+
+
+def written_twice() -> Builder:
+    # Value 1 acknowledged at offset 1 but also in the log at offset 0: a duplicate.
+    b = Builder()
+    b.assign(10, [0])
+    b.send(1, 0, 1, 1)
+    b.poll(10, [(0, 0, 1), (0, 1, 1)])
+    return b
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("with_log", [True, False])
+def test_forbidden_duplicates_quote_the_brokers_out_of_order_sequence_errors(spark, tmp_path, with_log):
+    run = write_run(tmp_path, written_twice().events, {"profile": {"name": "safe"}, "drain": {"complete": True}})
+    log = run / "brokers" / "2" / "server.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("[2026-11-22T10:40:13,811] ERROR [ReplicaManager broker=2] Error processing append operation\n"
+                   + ("org.apache.kafka.common.errors.OutOfOrderSequenceException: Out of order sequence number "
+                      "for producer 1000 at offset 557 in partition queue-6: 286 (incoming seq. number), 284\n"
+                      if with_log else "nothing about sequences\n"))
+    results = check_run(run, spark)
+    assert results["verdict"] == "invalid" and results["forbidden"] == ["duplicate"]  # still forbidden
+    hint = [r for r in results["reasons"] if "OutOfOrderSequenceException" in r]
+    if with_log:
+        assert results["out_of_order_sequences"]["count"] == 1
+        assert len(hint) == 1 and "broker 2" in hint[0] and "librdkafka/issues/4953" in hint[0]
+    else:
+        assert results["out_of_order_sequences"]["count"] == 0 and hint == []
