@@ -62,7 +62,6 @@ def _by_value(reads: DataFrame, events: DataFrame) -> DataFrame:
     max_by) keeps Spark on its hash aggregate. This one exchange replaces a group-by for
     duplicates, an anti-join for unread writes, a join for aborted reads and a join of ok sends
     with their invokes. The ops behind an example are looked up by index afterwards."""
-    facts = ["value", "kind", "key", "offset", "index", "pid"]
     read_facts = reads.select("value", F.lit(READ).alias("kind"), "key", "offset", "index", "pid")
     send_kind = (F.when(F.col("type") == "invoke", F.lit(SEND_INVOKE))
                  .when(F.col("type") == "ok", F.lit(OK_SEND))
@@ -82,7 +81,7 @@ def _by_value(reads: DataFrame, events: DataFrame) -> DataFrame:
     invoke_at = F.when(kind == SEND_INVOKE, F.col("index"))
     first_read_at = F.when(kind == READ, -F.col("index"))  # max_by over -index = the first read
     return (
-        read_facts.select(*facts).unionByName(send_facts.select(*facts)).unionByName(txn_facts.select(*facts))
+        read_facts.unionByName(send_facts).unionByName(txn_facts)
         .groupBy("value")
         .agg(
             F.count(F.when(kind == READ, 1)).alias("reads"),
@@ -155,7 +154,7 @@ def duplicate(d: Derived) -> DataFrame:
 def _unread_writes(d: Derived) -> DataFrame:
     """Ok writes whose value no read returned, with the highest offset read on their key."""
     unread = d.by_value.filter(F.col("ok_index").isNotNull() & (F.col("reads") == 0)).select(
-        F.col("ok_key").alias("key"), F.col("ok_offset").alias("offset"), "value", F.col("ok_index").alias("op_index"))
+        F.col("ok_key").alias("key"), F.col("ok_offset").alias("offset"), "value", F.array("ok_index").alias("op_indexes"))
     return unread.join(F.broadcast(d.max_read), "key", "left").withColumn(
         "behind_a_read", F.coalesce(F.col("offset") < F.col("max_read_offset"), F.lit(False)))
 
@@ -164,14 +163,14 @@ def lost_write(d: Derived) -> DataFrame:
     """lost-write: a write acknowledged `ok` at (K, o) whose value no read ever returned, although
     some read on K returned an offset greater than o — readers went past its position and it was
     not there. Counted per value."""
-    return _unread_writes(d).filter("behind_a_read").select("key", "offset", "value", "max_read_offset", "op_index")
+    return _unread_writes(d).filter("behind_a_read").select("key", "offset", "value", "max_read_offset", "op_indexes")
 
 
 def unseen(d: Derived) -> DataFrame:
     """unseen: a write acknowledged `ok` whose value no read returned and that is not a
     lost-write (no read on its key went past it, or its offset is unknown). It is lost only if
     the final drain is known to have reached every high watermark. Counted per value."""
-    return _unread_writes(d).filter(~F.col("behind_a_read")).select("key", "offset", "value", "max_read_offset", "op_index")
+    return _unread_writes(d).filter(~F.col("behind_a_read")).select("key", "offset", "value", "max_read_offset", "op_indexes")
 
 
 def nonmonotonic_send(d: Derived) -> DataFrame:

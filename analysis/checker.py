@@ -86,18 +86,14 @@ def _ops_at(d: A.Derived, rows: list[dict], by: str) -> None:
 
 
 def _ops_by_index(d: A.Derived, rows: list[dict]) -> None:
-    """Replace each example's `op_index` / `op_indexes` by the ops themselves (index, time,
-    process, f, type): anomalies found by aggregation carry only the indexes of their ops."""
-    wanted = {i for r in rows for i in ([r.get("op_index")] + list(r.get("op_indexes") or [])) if i is not None}
+    """Replace each example's `op_indexes` by the ops themselves (index, time, process, f, type):
+    anomalies found by aggregation carry only the indexes of their ops."""
+    wanted = {i for r in rows for i in r.get("op_indexes") or [] if i is not None}
     if not wanted:
         return
-    found = {op["index"]: {k: op[k] for k in ("index", "time", "process", "f", "type")}
-             for op in d.events.filter(F.col("index").isin(sorted(wanted))).select(
-                 "index", "time", "process", "f", "type").collect()}
+    found = {op["index"]: op.asDict() for op in d.events.filter(F.col("index").isin(sorted(wanted))).select(
+        "index", "time", "process", "f", "type").collect()}
     for r in rows:
-        if "op_index" in r:
-            i = r.pop("op_index")
-            r["ops"] = [found[i]] if i in found else []
         if "op_indexes" in r:
             r["ops"] = [found[i] for i in r.pop("op_indexes") if i in found]
 
@@ -105,9 +101,6 @@ def _ops_by_index(d: A.Derived, rows: list[dict]) -> None:
 def _examples(name: str, df: DataFrame, d: A.Derived) -> list[dict]:
     order = {"duplicate": ["value"], "aborted-read": ["value"]}.get(name, ["key"])
     rows = [_plain(r) for r in df.orderBy(*order).limit(MAX_EXAMPLES).collect()]
-    for r in rows:
-        if "op" in r:
-            r["ops"] = [r.pop("op")]
     _ops_by_index(d, rows)
     if name == "inconsistent-offsets":
         _ops_at(d, rows, "position")

@@ -68,51 +68,50 @@ class Recorder:
         self._flusher.start()
 
     # --- recording --------------------------------------------------------------
-    def record(self, process: int | str, type: str, f: str, value: Any = None, error: str | None = None) -> int:
-        """Append one event; return its index. `value` must be JSON-serialisable."""
-        if type not in TYPES:
-            raise ValueError(f"event type must be one of {TYPES}, not {type!r}")
-        who = _dumps(process)
-        tail = "" if error is None else ',"error":' + _dumps(error)
-        body, what = _dumps(value), _dumps(f)  # outside the lock: a big poll must not stall the producers
+    def _append(self, template: str, fields: tuple, type: str) -> int:
+        """Fill in index and time under the lock and queue the line `template % (index, time, *fields)`."""
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"recorder for {self.path} is closed")
             index = self._next_index
             self._next_index = index + 1
             now = time.monotonic_ns()
-            self._pending.append(_EVENT % (index, now - self._t0, who, type, what, body, tail))
+            self._pending.append(template % ((index, now - self._t0) + fields))
             if type != "invoke":
                 self._completed[type] += 1
         if now - self._last_flush_ns > self._inline_ns:
             self._flush_inline()
         return index
 
+    def record(self, process: int | str, type: str, f: str, value: Any = None, error: str | None = None) -> int:
+        """Append one event; return its index. `value` must be JSON-serialisable."""
+        if type not in TYPES:
+            raise ValueError(f"event type must be one of {TYPES}, not {type!r}")
+        tail = "" if error is None else ',"error":' + _dumps(error)
+        # json outside the lock: a big poll must not stall the producers
+        return self._append(_EVENT, (_dumps(process), type, _dumps(f), _dumps(value), tail), type)
+
     def send(self, process: int, type: str, key: int, value: int, offset: int | None = None, epoch: int | None = None,
              error: str | None = None) -> None:
         """A send event: the hot path of every producer, so it formats its line by hand (the same JSON as `record`).
         `key` and `value` are ints; `offset` and `epoch` ints or None."""
         if type == "invoke":
-            with self._lock:
-                if self._closed:
-                    raise RuntimeError(f"recorder for {self.path} is closed")
-                index = self._next_index
-                self._next_index = index + 1
-                now = time.monotonic_ns()
-                self._pending.append(_SEND_INVOKE % (index, now - self._t0, process, key, value))
-        else:
-            if type not in TYPES:
-                raise ValueError(f"event type must be one of {TYPES}, not {type!r}")
-            o = "null" if offset is None else offset
-            e = "null" if epoch is None else epoch
+            template, fields = _SEND_INVOKE, (process, key, value)
+        elif type in TYPES:
             tail = "" if error is None else ',"error":' + _dumps(error)
-            with self._lock:
-                if self._closed:
-                    raise RuntimeError(f"recorder for {self.path} is closed")
-                index = self._next_index
-                self._next_index = index + 1
-                now = time.monotonic_ns()
-                self._pending.append(_SEND_DONE % (index, now - self._t0, process, type, key, value, o, e, tail))
+            template, fields = _SEND_DONE, (process, type, key, value, "null" if offset is None else offset,
+                                            "null" if epoch is None else epoch, tail)
+        else:
+            raise ValueError(f"event type must be one of {TYPES}, not {type!r}")
+        # `_append` inlined: the call alone costs ~0.2 µs per event, a tenth of the recorder's share of a send.
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"recorder for {self.path} is closed")
+            index = self._next_index
+            self._next_index = index + 1
+            now = time.monotonic_ns()
+            self._pending.append(template % ((index, now - self._t0) + fields))
+            if type != "invoke":
                 self._completed[type] += 1
         if now - self._last_flush_ns > self._inline_ns:
             self._flush_inline()
