@@ -44,6 +44,7 @@ from harness.broker_config import (
 from harness.errors import ClusterError
 from harness.kafka_jars import KafkaDistribution
 from harness.node import KAFKA_MAIN, ZOOKEEPER_MAIN, KafkaNodeContainer, Node, network_address, start_script
+from harness.metadata_views import BrokerView, collect_views, majority_view
 from harness.quorum import read_active_controller
 from harness.settings import RUN_LABEL
 
@@ -339,23 +340,28 @@ class KafkaCluster:
                 return node
         raise ClusterError(f"no node {node_id} in this cluster (nodes: {[n.node_id for n in self.nodes]})")
 
-    def leader_of(self, topic: str, partition: int) -> Node | None:
-        """The broker that leads `topic`/`partition` now, or None while it has no leader."""
-        metadata = self.admin().list_topics(topic, timeout=10)
-        meta = metadata.topics.get(topic)
-        if meta is None or meta.error is not None:
-            raise ClusterError(f"topic {topic!r} is unknown to the cluster: {meta.error if meta else 'absent'}")
-        if partition not in meta.partitions:
-            raise ClusterError(f"topic {topic!r} has no partition {partition} (it has {len(meta.partitions)})")
-        leader = meta.partitions[partition].leader
-        return self.node(leader) if leader >= 0 else None
+    def broker_views(self) -> dict[int, BrokerView]:
+        """Each reachable broker's own metadata, keyed by broker id (see harness.metadata_views)."""
+        return collect_views({b.node_id: f"127.0.0.1:{b.host_port}" for b in self.brokers})
 
     def partition_state(self, topic: str) -> dict[int, dict[str, Any]]:
-        """Per partition: leader id, replica ids and in-sync replica ids, as the cluster reports them."""
-        meta = self.admin().list_topics(topic, timeout=10).topics[topic]
-        return {
-            p.id: {"leader": p.leader, "replicas": list(p.replicas), "isr": list(p.isrs)} for p in meta.partitions.values()
-        }
+        """Per partition: leader id, replica ids and in-sync replica ids (sorted), as a majority
+        of the brokers report them; {} while no majority agrees or the topic is unknown to it.
+
+        One broker's answer is not enough: an isolated broker keeps serving its stale cache."""
+        view = majority_view(self.broker_views(), len(self.brokers), topic)
+        return view.topics.get(topic, {}) if view is not None else {}
+
+    def leader_of(self, topic: str, partition: int) -> Node | None:
+        """The broker that leads `topic`/`partition` now, or None while it has no leader
+        (or no majority of brokers agrees on one)."""
+        state = self.partition_state(topic)
+        if not state:
+            return None
+        if partition not in state:
+            raise ClusterError(f"topic {topic!r} has no partition {partition} (it has {len(state)})")
+        leader = state[partition]["leader"]
+        return self.node(leader) if leader >= 0 else None
 
     def active_controller(self) -> Node | None:
         """The active controller, None during an election. KRaft: the quorum leader, read from the
@@ -401,7 +407,7 @@ class KafkaCluster:
             raise ClusterError(f"Kafka refused to create topic {name!r}: {exc.args[0].str()}") from exc
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            state = self.partition_state(name) if name in self.admin().list_topics(timeout=5).topics else {}
+            state = self.partition_state(name)
             if len(state) == partitions and all(p["leader"] >= 0 for p in state.values()):
                 return
             time.sleep(0.2)

@@ -140,19 +140,27 @@ class NemesisRunner:
         return outcome
 
     def wait_for_full_isr(self) -> dict[str, Any]:
+        """Wait until every broker answers and every broker's own metadata shows every
+        broker registered and every replica of every topic in sync. Asking all of them,
+        not one: a broker just back from isolation still serves the ISR it knew before."""
         assert self.cluster is not None
         began = time.monotonic()
         lagging: dict[str, list[int]] = {}
+        everyone = sorted(b.node_id for b in self.cluster.brokers)
         while time.monotonic() - began < self.isr_timeout_s:
             try:
-                metadata = self.cluster.admin().list_topics(timeout=5)
+                views = self.cluster.broker_views()
                 lagging = {
-                    f"{name}-{p.id}": sorted(set(p.replicas) - set(p.isrs))
-                    for name, topic in metadata.topics.items()
-                    for p in topic.partitions.values()
-                    if set(p.replicas) - set(p.isrs)
+                    f"{name}-{pid}": sorted(set(p["replicas"]) - set(p["isr"]))
+                    for view in views.values()
+                    for name, partitions in view.topics.items()
+                    for pid, p in partitions.items()
+                    if set(p["replicas"]) - set(p["isr"])
                 }
-                if not lagging and len(metadata.brokers) == len(self.cluster.brokers):
+                silent = [i for i in everyone if i not in views or list(views[i].brokers) != everyone]
+                if silent:
+                    lagging["brokers not answering or not registered"] = silent
+                if not lagging:
                     return {"isr_full": True, "waited_s": round(time.monotonic() - began, 2), "errors": self.errors}
             except Exception as exc:
                 lagging = {"metadata": [str(exc)[:200]]}  # type: ignore[list-item]

@@ -25,8 +25,11 @@ def leader_node(cluster: "KafkaCluster", topic: str | None, rng: random.Random) 
     """The leader of a randomly chosen partition of the workload topic (None while leaderless)."""
     if topic is None:
         raise HarnessError("the 'leader' target needs a workload topic", hint="pass topic= to the nemesis setup")
-    partitions = sorted(cluster.partition_state(topic))
-    return cluster.leader_of(topic, rng.choice(partitions))
+    state = cluster.partition_state(topic)
+    if not state:
+        return None  # no majority of brokers agrees on the topic's state right now
+    leader = state[rng.choice(sorted(state))]["leader"]
+    return cluster.node(leader) if leader >= 0 else None
 
 
 def choose_nodes(cluster: "KafkaCluster", target: str, rng: random.Random, topic: str | None = None) -> list["Node"]:

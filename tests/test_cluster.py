@@ -78,7 +78,7 @@ def test_broker_jvm_is_not_pid_1_and_restarts_with_its_data(cluster):
     victim.start_process()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        isr = cluster.partition_state("restart")[0]["isr"]
+        isr = cluster.partition_state("restart").get(0, {}).get("isr", [])
         if victim.node_id in isr:
             break
         time.sleep(0.5)

@@ -1,0 +1,104 @@
+"""What each broker believes about the cluster, and the belief a majority shares.
+
+Brokers answer metadata requests from their own cache. A broker cut off from the
+controller keeps serving the state it last heard: while it is isolated it still
+lists itself in every ISR. A client that happens to ask that broker reads a past
+state as if it were now (CI hit this: a test waited 40 s for an ISR shrink that had
+long happened, because the one cached admin client kept asking the isolated broker).
+
+So the harness asks every broker and trusts the view that a majority of the
+cluster's brokers hold. The brokers that hear the controller are a majority under
+every fault the harness injects; a view that no majority shares is "unknown" and
+callers wait. librdkafka cannot address a request to a chosen broker (a new client
+answers from a random one after bootstrap), so each answer is labelled with the
+broker that gave it and the asking goes on, within a bounded number of rounds,
+until every reachable broker has answered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+log = logging.getLogger("librdkafka.views")
+
+Partitions = dict[int, dict[str, Any]]  # partition id -> {"leader", "replicas", "isr"}
+
+
+@dataclass(frozen=True)
+class BrokerView:
+    """One broker's answer: the brokers its metadata lists (fenced ones are left out)
+    and, per topic, each partition's leader, replicas and ISR (sorted)."""
+
+    responder: int
+    brokers: tuple[int, ...]
+    topics: dict[str, Partitions] = field(compare=False)
+
+    def key(self, topic: str | None = None) -> str:
+        """Equal for equal beliefs (about `topic` only, if given), whoever holds them."""
+        if topic is not None:
+            return repr(sorted(self.topics.get(topic, {}).items()))
+        return repr((self.brokers, sorted((t, sorted(p.items())) for t, p in self.topics.items())))
+
+
+def _view_from(metadata: Any, asked: int) -> BrokerView:
+    topics = {
+        name: {
+            p.id: {"leader": p.leader, "replicas": list(p.replicas), "isr": sorted(p.isrs)}
+            for p in meta.partitions.values()
+        }
+        for name, meta in metadata.topics.items()
+        if meta.error is None
+    }
+    # -1: the bootstrap connection answered, before the client learned that broker's id.
+    responder = metadata.orig_broker_id if metadata.orig_broker_id >= 0 else asked
+    return BrokerView(responder, tuple(sorted(metadata.brokers)), topics)
+
+
+def _ask(asked: int, address: str, timeout_s: float) -> BrokerView | None:
+    client = AdminClient({"bootstrap.servers": address, "logger": log})
+    try:
+        return _view_from(client.list_topics(timeout=timeout_s), asked)
+    except KafkaException as exc:
+        log.debug("broker %s did not answer metadata: %s", asked, exc)
+        return None
+
+
+def collect_views(addresses: dict[int, str], timeout_s: float = 3.0, rounds: int = 4) -> dict[int, BrokerView]:
+    """Every reachable broker's view, keyed by the broker that answered.
+
+    `addresses` maps broker id to a bootstrap address. Each round asks every broker not
+    yet heard from twice, with new clients, in parallel. A broker whose bootstrap does
+    not answer within `timeout_s` is not asked again; at most `rounds` rounds."""
+    views: dict[int, BrokerView] = {}
+    pending = dict(addresses)
+    with ThreadPoolExecutor(max_workers=2 * max(1, len(addresses))) as pool:
+        for _ in range(rounds):
+            asks = [(i, a) for i, a in pending.items() for _ in range(2)]
+            answers = list(pool.map(lambda ask: (ask[0], _ask(ask[0], ask[1], timeout_s)), asks))
+            unreachable = {i for i, _ in asks} - {i for i, view in answers if view is not None}
+            for _, view in answers:
+                if view is not None:
+                    views.setdefault(view.responder, view)
+            pending = {i: a for i, a in pending.items() if i not in views and i not in unreachable}
+            if not pending:
+                break
+    return views
+
+
+def majority_view(views: dict[int, BrokerView], cluster_size: int, topic: str | None = None) -> BrokerView | None:
+    """A view whose belief (about `topic`, if given) more than half of the cluster's
+    brokers hold, or None if no belief is that widely held."""
+    if not views:
+        return None
+    counts = Counter(v.key(topic) for v in views.values())
+    key, holders = counts.most_common(1)[0]
+    if holders * 2 <= cluster_size:
+        return None
+    return next(v for v in views.values() if v.key(topic) == key)
