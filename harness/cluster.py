@@ -346,10 +346,10 @@ class KafkaCluster:
 
     def partition_state(self, topic: str) -> dict[int, dict[str, Any]]:
         """Per partition: leader id, replica ids and in-sync replica ids (sorted), as a majority
-        of the brokers report them; {} while no majority agrees or the topic is unknown to it.
+        of the answering brokers report them; {} while no majority agrees or the topic is unknown to it.
 
         One broker's answer is not enough: an isolated broker keeps serving its stale cache."""
-        view = majority_view(self.broker_views(), len(self.brokers), topic)
+        view = majority_view(self.broker_views(), topic)
         return view.topics.get(topic, {}) if view is not None else {}
 
     def leader_of(self, topic: str, partition: int) -> Node | None:

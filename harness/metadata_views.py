@@ -7,9 +7,9 @@ state as if it were now (CI hit this: a test waited 40 s for an ISR shrink that 
 long happened, because the one cached admin client kept asking the isolated broker).
 
 So the harness asks every broker and trusts the view that a majority of the
-cluster's brokers hold. The brokers that hear the controller are a majority under
-every fault the harness injects; a view that no majority shares is "unknown" and
-callers wait. librdkafka cannot address a request to a chosen broker (a new client
+brokers that answer hold. Under the faults the harness injects, the brokers that
+hear the controller outnumber the ones that do not; a view that no majority shares
+is "unknown" and callers wait. librdkafka cannot address a request to a chosen broker (a new client
 answers from a random one after bootstrap), so each answer is labelled with the
 broker that gave it and the asking goes on, within a bounded number of rounds,
 until every reachable broker has answered.
@@ -92,13 +92,14 @@ def collect_views(addresses: dict[int, str], timeout_s: float = 3.0, rounds: int
     return views
 
 
-def majority_view(views: dict[int, BrokerView], cluster_size: int, topic: str | None = None) -> BrokerView | None:
-    """A view whose belief (about `topic`, if given) more than half of the cluster's
-    brokers hold, or None if no belief is that widely held."""
+def majority_view(views: dict[int, BrokerView], topic: str | None = None) -> BrokerView | None:
+    """A view whose belief (about `topic`, if given) more than half of the answering brokers
+    hold, or None if none is that widely held. Brokers that do not answer (killed, paused,
+    cut from the host) hold no stale belief to outvote, so only answers are counted."""
     if not views:
         return None
     counts = Counter(v.key(topic) for v in views.values())
     key, holders = counts.most_common(1)[0]
-    if holders * 2 <= cluster_size:
+    if holders * 2 <= len(views):
         return None
     return next(v for v in views.values() if v.key(topic) == key)
