@@ -80,15 +80,16 @@ def run_controls(
     rate: float = 500.0,
     spark: Any = None,
     on_run: Callable[[ControlRun], None] | None = None,
+    profiles: tuple[str, ...] | None = None,
 ) -> Controls:
-    """Run both controls for every seed; each run is checked as soon as it ends."""
+    """Run both controls (or only `profiles`) for every seed; each run is checked as soon as it ends."""
     if spark is None:
         from analysis.spark import get_session
 
         spark = get_session()
     controls = Controls()
     for seed in seeds:
-        for profile in (POSITIVE, NEGATIVE):
+        for profile in profiles or (POSITIVE, NEGATIVE):
             config = RunConfig(store=store, profile=profile, time_limit_s=time_limit_s, rate=rate, seed=seed,
                                command_line=["python", "-m", "harness", "controls", "--seeds", str(seed)])
             faults = NemesisRunner(build_nemeses(FAULTS), time_limit_s, interval_s=interval_s, seed=seed, topic=TOPIC)

@@ -48,12 +48,16 @@ class KafkaDistribution:
 
     @property
     def supports_kraft(self) -> bool:
-        """KRaft is production-ready from 3.3; 4.0 removed ZooKeeper."""
-        return self.version_tuple >= (3, 3)
+        return kraft_supported(self.version)
 
     @property
     def requires_kraft(self) -> bool:
         return self.version_tuple >= (4, 0)
+
+
+def kraft_supported(version: str) -> bool:
+    """KRaft is production-ready from 3.3; 4.0 removed ZooKeeper."""
+    return parse_version(version) >= (3, 3)
 
 
 def parse_version(version: str) -> tuple[int, ...]:

@@ -122,3 +122,25 @@ def test_fast_failover_on_the_default_version(tmp_path):
     assert s["bug_shown"] is False
     steps = [e for e in map(json.loads, (run_dir / "history.jsonl").read_text().splitlines()) if e["process"] == "nemesis"]
     assert {"kill", "start", "cut", "heal", "reassign", "elect", "scenario-drain"} <= {e["f"] for e in steps}
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("version, lost", [("0.10.2.2", 1), ("4.3.1", 0)])
+def test_hw_truncation_loses_the_acknowledged_record_only_before_kip_101(tmp_path, version, lost):
+    """KIP-101 scenario 1: m2, acknowledged by all three replicas, is truncated by follower A
+    when it starts following C (0.10.2 truncates to the high watermark) and lost when A is then
+    cleanly elected. With leader epochs A keeps m2 and nothing is lost."""
+    out = _cli("run", "kip101-hw-truncation", "--kafka-version", version, "--store", str(tmp_path), timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    run_dir = next(p for p in tmp_path.iterdir() if (p / "scenario.json").exists())
+    s = json.loads((run_dir / "scenario.json").read_text())
+    assert s["status"] == "completed", s["incomplete_reason"]
+    assert set(s["roles"]) == {"A", "B", "C", "D"} and len(set(s["roles"].values())) == 4
+    assert [w["acked"] for w in s["writes"]] == [True, True], s["writes"]
+    assert s["headline"]["lost"] == lost and s["bug_shown"] is (lost > 0)
+    a_log = (run_dir / "brokers" / str(s["roles"]["A"]) / "server.log").read_text()
+    if lost:
+        assert "Truncating log scenario-0 to offset 1" in a_log  # A, becoming C's follower, truncated m2 away
+    else:
+        assert "Follower scenario-0 starts at leader epoch 1 from offset 2" in a_log  # A kept m2

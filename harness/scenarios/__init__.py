@@ -33,6 +33,10 @@ class Scenario:
     broker_config: dict[str, Any] = field(default_factory=dict)
     topic_config: dict[str, Any] = field(default_factory=dict)
     shows_bug: Callable[[dict[str, Any]], bool] | None = None  # from the scenario's result
+    replication_factor: int = 2  # the replicas are A and B; 3 adds C
+    # The controller on a node that holds no replica (D): a separate KRaft controller, or a fourth
+    # ZooKeeper-era broker, so that killing two replicas' brokers leaves a controller (and a quorum).
+    controller_apart: bool = False
 
     def summary(self) -> dict[str, Any]:
         return {"name": self.name, "kip": self.kip, "description": self.description, "bug_versions": self.bug_versions,

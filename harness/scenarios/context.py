@@ -27,6 +27,7 @@ from harness import replicas as replica_evidence
 from harness.cluster import KafkaCluster, new_run_id
 from harness.errors import HarnessError
 from harness.history import FORMAT_VERSION, Recorder
+from harness.kafka_jars import kraft_supported
 from harness.node import Node
 from harness.replicas import version_tuple
 from harness.run import _write_json, cluster_description, prepare_store
@@ -67,7 +68,7 @@ def scenario_profile(s: Scenario) -> Profile:
     """The client profile a scenario runs with (RF 2, its acks, min ISR and unclean setting)."""
     base = PROFILES["acks1"] if s.acks == "1" else PROFILES["no-idempotence"]
     return replace(base, name=f"scenario:{s.name}", description=s.description, acks=s.acks, enable_idempotence=False,
-                   replication_factor=2, min_insync_replicas=s.min_insync_replicas, unclean_leader_election=s.unclean,
+                   replication_factor=s.replication_factor, min_insync_replicas=s.min_insync_replicas, unclean_leader_election=s.unclean,
                    delivery_timeout_ms=20_000, isolation_level="read_uncommitted")
 
 
@@ -85,34 +86,51 @@ def profile_record(p: Profile) -> dict[str, Any]:
 class ScenarioContext:
     """Step helpers over one cluster and one recorder. A, B, C are the scenario's brokers:
     A and B hold the partition's replicas, C is the third broker (the KRaft/ZooKeeper-era
-    controller when possible, so that cutting A from B never cuts either from the controller)."""
+    controller when possible, so that cutting A from B never cuts either from the controller).
+    With `controller_apart`, A, B and C are three brokers none of which is the controller,
+    and D is the controller's node."""
 
-    def __init__(self, cluster: KafkaCluster, recorder: Recorder, profile: Profile, kafka_version: str) -> None:
+    def __init__(self, cluster: KafkaCluster, recorder: Recorder, profile: Profile, kafka_version: str,
+                 controller_apart: bool = False) -> None:
         self.cluster, self.recorder, self.profile, self.version = cluster, recorder, profile, kafka_version
         self.topic = TOPIC
         self.pids = ProcessIds()
         self.steps: list[dict[str, Any]] = []
         self.writes: list[dict[str, Any]] = []  # label, value, broker, acked, offset, error
         self._next_value = 1
-        self.A, self.B, self.C = self._choose_roles()
+        self.D: Node | None = None
+        self.A, self.B, self.C = self._choose_roles(controller_apart)
         self._pollers: list[tuple[threading.Thread, threading.Event]] = []
         self.replica_ids: list[int] = []
         self.topic_config: dict[str, Any] | None = None
 
     # --- identity ---------------------------------------------------------------------
-    def _choose_roles(self) -> tuple[Node, Node, Node]:
+    def _choose_roles(self, controller_apart: bool = False) -> tuple[Node, Node, Node]:
         controller = None
         try:
             controller = self.cluster.active_controller()
         except Exception as exc:  # the choice is an optimisation; any broker order still runs
             log.info("active controller unknown: %s", exc)
         others = [b for b in self.cluster.brokers if controller is None or b.node_id != controller.node_id]
+        if controller_apart:
+            if controller is None or len(others) < 3:
+                raise HarnessError(f"the scenario needs three brokers besides the controller; controller {controller}, "
+                                   f"other brokers {[b.node_id for b in others]}")
+            self.D = controller
+            return others[0], others[1], others[2]
         c = controller if controller is not None and controller in self.cluster.brokers else others[-1]
         a, b = [n for n in self.cluster.brokers if n is not c][:2]
         return a, b, c
 
     def name(self, node: Node) -> str:
-        return {self.A.node_id: "A", self.B.node_id: "B", self.C.node_id: "C"}.get(node.node_id, str(node.node_id))
+        roles = {self.A.node_id: "A", self.B.node_id: "B", self.C.node_id: "C"}
+        if self.D is not None:
+            roles[self.D.node_id] = "D"
+        return roles.get(node.node_id, str(node.node_id))
+
+    def roles(self) -> dict[str, int]:
+        named = {"A": self.A.node_id, "B": self.B.node_id, "C": self.C.node_id}
+        return named | ({"D": self.D.node_id} if self.D is not None else {})
 
     def at_least(self, version: str) -> bool:
         return version_tuple(self.version) >= version_tuple(version)
@@ -137,7 +155,7 @@ class ScenarioContext:
         self.cluster.create_topic(self.topic, replica_assignment=[ids], config=config, timeout_s=90)
         self.replica_ids, self.topic_config = ids, {k: str(v) for k, v in config.items()}
         self.step("create topic", "scenario-setup", topic=self.topic, replicas=ids,
-                  roles={"A": self.A.node_id, "B": self.B.node_id, "C": self.C.node_id}, config=config)
+                  roles=self.roles(), config=config)
 
     def state(self) -> dict[str, Any] | None:
         try:
@@ -357,10 +375,13 @@ def run_scenario(scenario: Scenario, kafka_version: str | None, store: Path | st
     run_dir = store / run_id
     run_dir.mkdir()
     profile = scenario_profile(scenario)
+    # KRaft: D is a separate controller; ZooKeeper era: D is a fourth broker, the one elected controller.
+    kraft = kraft_supported(version)
+    brokers, controllers = (3, 1) if scenario.controller_apart and kraft else (4 if scenario.controller_apart else 3, 0)
     record: dict[str, Any] = {
         "history_format": FORMAT_VERSION, "run_id": run_id, "status": "running", "seed": 0, "kafka_version": version,
-        "brokers": 3, "workload": f"scenario:{scenario.name}", "profile": profile_record(profile), "partitions": 1,
-        "replication_factor": 2, "producers": None, "consumers": None, "topic": TOPIC, "nemesis": ["scenario"],
+        "brokers": brokers, "workload": f"scenario:{scenario.name}", "profile": profile_record(profile), "partitions": 1,
+        "replication_factor": scenario.replication_factor, "producers": None, "consumers": None, "topic": TOPIC, "nemesis": ["scenario"],
         "scenario": scenario.summary(), "broker_config": scenario.broker_config, "topic_config": None,
         "command_line": " ".join(command_line or []), "drain": None,
     }
@@ -369,11 +390,11 @@ def run_scenario(scenario: Scenario, kafka_version: str | None, store: Path | st
     cluster: KafkaCluster | None = None
     began = time.monotonic()
     try:
-        cluster = KafkaCluster(brokers=3, kafka_version=version, broker_config=dict(scenario.broker_config), run_id=run_id,
-                               work_dir=run_dir, ready_timeout_s=180)
+        cluster = KafkaCluster(brokers=brokers, kafka_version=version, broker_config=dict(scenario.broker_config),
+                               controllers=controllers, run_id=run_id, work_dir=run_dir, ready_timeout_s=180)
         cluster.start()
         _write_json(run_dir / "cluster.json", cluster_description(cluster))
-        ctx = ScenarioContext(cluster, recorder, profile, version)
+        ctx = ScenarioContext(cluster, recorder, profile, version, controller_apart=scenario.controller_apart)
         status, reason, observations = "completed", None, {}
         try:
             observations = scenario.steps(ctx) or {}
@@ -423,7 +444,7 @@ def summarize(scenario: Scenario, version: str, run_dir: Path, status: str, reas
     summary = {
         "scenario": scenario.name, "kip": scenario.kip, "kafka_version": version, "run_id": run_dir.name,
         "status": status, "incomplete_reason": reason,
-        "roles": {"A": ctx.A.node_id, "B": ctx.B.node_id, "C": ctx.C.node_id},
+        "roles": ctx.roles(),
         "writes": ctx.writes, "observations": observations,
         "replica_divergence": {k: div[k] for k in ("diverged", "first_offset", "diverged_offsets", "log_end_offsets")}
         | {"differences": div["differences"][:5]},

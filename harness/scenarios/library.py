@@ -193,18 +193,49 @@ def classify_consumer(ctx: ScenarioContext, process: int, after_index: int, posi
             "reread": reread}
 
 
-# --- KIP-101 scenario 1 and 2: documented, not runnable -------------------------------------------------
-HW_TRUNCATION_REASON = (
-    "the planned clean reproduction does not trigger the bug on 0.10.2: bumping the leader epoch while B stays "
-    "leader (a reassignment adding C) does not make A truncate, because 0.10.2's ReplicaManager.makeFollowers skips "
-    "the become-follower transition (and its truncation to the high watermark) when the new leader equals the old "
-    "one; the KIP's own trigger, restarting A, removes A from the ISR when its ZooKeeper session expires, so the "
-    "clean election of A that the scenario needs can no longer happen (the leader re-adds A only once A's log end "
-    "reaches the leader's high watermark, i.e. after A has fetched the truncated record again). A faithful version needs a leader change to a "
-    "third replica that A can reach while B cannot reach A, with the controller on a fourth broker; not built."
-)
+# --- KIP-101 scenario 1 ------------------------------------------------------------------------------
+FETCH_WAIT_MS = 8000  # how late a follower may learn a new high watermark (replica.fetch.wait.max.ms)
+HW_TOPIC = {"min.insync.replicas": 2, "unclean.leader.election.enable": "false"}
 
 
+def hw_truncation(ctx: ScenarioContext) -> dict[str, Any]:
+    """B leads replicas [B, C, A]; D, the controller, holds none. A learns each new high watermark
+    up to FETCH_WAIT_MS late, so right after all three acknowledge m2, A's high watermark still
+    stops before it. A is cut from B and C (not from D) so that it never learns more; B dies and D
+    makes C leader and A C's follower. Before KIP-101, becoming a follower truncates A's log to
+    its high watermark, and m2 is gone from A. C dies before A can refetch, and D elects A, still
+    in the ISR: a clean election of a replica that lacks an acknowledged record. From 0.11, A asks
+    C for the end of its epoch instead of truncating; C cannot answer, so A keeps m2."""
+    A, B, C = ctx.A, ctx.B, ctx.C
+    ctx.create_topic([B, C, A], HW_TOPIC)
+    ctx.wait_isr([A, B, C], 60)
+    ctx.wait_leader(B, 60)
+    ctx.write(["m1"], B)                                  # offset 0
+    time.sleep(FETCH_WAIT_MS / 1000 + 2)                  # A's parked fetch returns: its high watermark covers m1
+    m2 = ctx.write(["m2"], B)                             # offset 1, acknowledged once A and C fetched it
+    ctx.cut(A, B)                                         # A's parked fetch, which would carry high watermark 2, never returns
+    ctx.cut(A, C)
+    if not m2[0]["acked"]:
+        ctx.fail(f"m2 was not acknowledged: {m2[0]['error']}")
+    ctx.kill(B)
+    ctx.wait_leader(C, 60)                                # A becomes C's follower (0.10.2: truncates to its HW, 1)
+    ctx.kill(C)
+    state = ctx.wait_leader(A, 60)                        # clean: A is still in the ISR
+    hw_when_a_led, hw_error = None, None
+    try:
+        hw_when_a_led = ctx.high_watermark(timeout_s=10)
+    except Exception as exc:  # 4.x: a leader whose ISR is below min.insync.replicas keeps its high watermark
+        hw_error = str(exc)
+    ctx.step("A leads", high_watermark=hw_when_a_led, error=hw_error, isr=state["isr"])
+    ctx.heal()
+    ctx.start(B)
+    ctx.start(C)
+    full = ctx.wait_isr([A, B, C], 60)
+    return {"high_watermark_when_A_led": hw_when_a_led, "high_watermark_error": hw_error, "m2_offset": m2[0]["offset"],
+            "isr_full_after_restart": full is not None}
+
+
+# --- KIP-101 scenario 2: documented, not runnable -------------------------------------------------
 def _unclean_bug(summary: dict[str, Any]) -> bool:
     return bool(summary["replica_divergence"]["diverged"])
 
@@ -247,11 +278,17 @@ SCENARIOS: list[Scenario] = [
     ),
     Scenario(
         name="kip101-hw-truncation", kip="KIP-101 scenario 1",
-        description="High-watermark truncation followed by immediate leader election: the follower truncates an "
-                    "acknowledged record to its stale high watermark, then becomes leader.",
-        bug_versions="before 0.11 (0.10.2)",
-        expected={"0.10.2": "acknowledged (acks=all) record lost", ">=0.11": "nothing lost"},
-        steps=None, runnable=False, reason=HW_TRUNCATION_REASON, acks="all",
+        description="High-watermark truncation followed by immediate leader election: a follower that has an "
+                    "acknowledged record but not yet the high watermark past it becomes a follower of a new leader, "
+                    "truncates to its high watermark, then is elected (cleanly) when that leader dies.",
+        bug_versions="before 0.11 (0.10.2): followers truncate to their high watermark when they start following",
+        expected={"0.10.2": "m2 (acks=all, in every replica when acknowledged) lost: A truncated it and then led",
+                  ">=0.11": "A asks the new leader where its epoch ends instead of truncating; it keeps m2: nothing lost",
+                  "verdict": "invalid where m2 is lost: acks=all, min.insync.replicas=2, RF 3 and a clean election forbid it"},
+        steps=hw_truncation, acks="all", min_insync_replicas=2, unclean=False, replication_factor=3,
+        controller_apart=True,
+        broker_config={"replica.fetch.wait.max.ms": FETCH_WAIT_MS, "replica.lag.time.max.ms": 60000},
+        shows_bug=lambda s: s["headline"]["lost"] > 0,
     ),
     Scenario(
         name="kip101-power-loss-divergence", kip="KIP-101 scenario 2",
