@@ -171,6 +171,9 @@ def test_send_fast_path_writes_exactly_what_json_would(tmp_path: Path):
     rec.send(3, "ok", 1, 10, 42, None)
     rec.send(3, "invoke", 2, 11)
     rec.send(3, "info", 2, 11, None, 7, 'REQUEST_TIMED_OUT: "quoted" \\ and ünïcode')
+    rec.send_invoke(3, 4, 12)
+    rec.send_ok(3, 4, 12, 43, 5)
+    assert rec.counts == {"invoke": 3, "ok": 2, "fail": 0, "info": 1}
     rec.close(parquet=False)
     lines = (tmp_path / "h.jsonl").read_text().splitlines()
     events = [json.loads(line) for line in lines]

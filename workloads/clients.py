@@ -69,8 +69,8 @@ class ProducerClient:
         value, key = int(msg.value()), msg.partition()
         if err is None:
             offset, epoch = msg.offset(), msg.leader_epoch()  # epoch: see _epoch
-            self.recorder.send(self.process, "ok", key, value, offset if offset >= 0 else None,
-                               epoch if epoch is not None and epoch >= 0 else None)
+            self.recorder.send_ok(self.process, key, value, offset if offset >= 0 else None,
+                                  epoch if epoch is not None and epoch >= 0 else None)
         else:
             if err.fatal():
                 self.fatal = error_text(err)
@@ -81,7 +81,7 @@ class ProducerClient:
         """Invoke a send; its completion is recorded from the delivery report (pipelined)."""
         producer = self.producer
         assert producer is not None
-        self.recorder.send(self.process, "invoke", key, value)
+        self.recorder.send_invoke(self.process, key, value)
         give_up = None
         while True:
             try:
