@@ -263,7 +263,8 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
     spark = get_session(spark_master)
     result = run_controls(
         target, list(range(1, seeds + 1)), time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate, spark=spark,
-        profiles=(only,) if only else None, on_run=lambda r: console.print(f"{r.profile} seed {r.seed}: {r.verdict}, lost {r.lost}, diverged {r.diverged}"),
+        profiles=(only,) if only else None, on_run=lambda r: console.print(f"{r.profile} seed {r.seed}: {r.verdict}, lost {r.lost}, diverged {r.diverged}, "
+                                       f"duplicated {r.duplicated}"),
     )
     click.echo(result.markdown())
     summary = result.summary()

@@ -34,6 +34,7 @@ class ControlRun:
     verdict: str
     lost: int
     diverged: int
+    duplicated: int = 0
 
     @property
     def found(self) -> bool:
@@ -65,10 +66,11 @@ class Controls:
             f"| negative (must find nothing forbidden) | {NEGATIVE} | {s['negative']['seeds']} | "
             f"{s['negative']['valid']} of {s['negative']['seeds']} valid |",
             "",
-            "| profile | seed | verdict | lost | diverged | run |",
-            "|---|---:|---|---:|---:|---|",
+            "| profile | seed | verdict | lost | diverged | duplicated | run |",
+            "|---|---:|---|---:|---:|---:|---|",
         ]
-        lines += [f"| {r.profile} | {r.seed} | {r.verdict} | {r.lost} | {r.diverged} | {Path(r.run_dir).name} |" for r in self.runs]
+        lines += [f"| {r.profile} | {r.seed} | {r.verdict} | {r.lost} | {r.diverged} | {r.duplicated} | {Path(r.run_dir).name} |"
+                  for r in self.runs]
         return "\n".join(lines)
 
 
@@ -96,7 +98,8 @@ def run_controls(
             result = run(config, nemesis=faults)
             results = check_and_report(result.run_dir, spark=spark).results
             headline = results["headline"]
-            control = ControlRun(profile, seed, str(result.run_dir), results["verdict"], headline["lost"], headline["diverged"])
+            control = ControlRun(profile, seed, str(result.run_dir), results["verdict"], headline["lost"], headline["diverged"],
+                                 headline.get("duplicated", 0))
             controls.runs.append(control)
             if on_run is not None:
                 on_run(control)
