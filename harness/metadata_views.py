@@ -3,16 +3,17 @@
 Brokers answer metadata requests from their own cache. A broker cut off from the
 controller keeps serving the state it last heard: while it is isolated it still
 lists itself in every ISR. A client that happens to ask that broker reads a past
-state as if it were now (CI hit this: a test waited 40 s for an ISR shrink that had
-long happened, because the one cached admin client kept asking the isolated broker).
+state as if it were now. CI hit this: a test waited 40 s for an ISR shrink that the
+one cached admin client, asking the isolated broker, could not see.
 
-So the harness asks every broker and trusts the view that a majority of the
-brokers that answer hold. Under the faults the harness injects, the brokers that
-hear the controller outnumber the ones that do not; a view that no majority shares
-is "unknown" and callers wait. librdkafka cannot address a request to a chosen broker (a new client
-answers from a random one after bootstrap), so each answer is labelled with the
-broker that gave it and the asking goes on, within a bounded number of rounds,
-until every reachable broker has answered.
+So the harness asks every broker and trusts the view that more than half of the
+brokers that answer hold. When one broker is isolated, or a minority, the brokers that
+hear the controller outnumber it. Where no view has a majority (a one-to-one split,
+a moment of propagation), the answer is "unknown" and callers wait. librdkafka
+cannot address a request to a chosen broker (a new client answers from a random one
+after bootstrap), so each answer is labelled with the broker that gave it, and the
+asking goes on, within a bounded number of rounds, until every reachable broker has
+answered.
 """
 
 from __future__ import annotations
