@@ -206,3 +206,22 @@ def test_sends_unresolved_at_close_are_recorded_unknown_not_dropped(tmp_path: Pa
     assert all(e["error"].startswith("unresolved after waiting 1 s at close (_PURGE_") for e in done.values())
     assert all(e["value"]["key"] == e["value"]["value"] % 2 for e in done.values())
     assert validate_history(tmp_path / "history.jsonl") == []
+
+
+def test_a_send_that_never_fits_in_the_local_queue_is_a_definite_fail(tmp_path: Path):
+    """librdkafka's queue holds one message and no broker answers: the second send waits for
+    room (bounded) and is then recorded `fail` (it never left the process), the first `info`."""
+    from harness.history import Recorder
+    from workloads.clients import ProducerClient
+    from workloads.profiles import get_profile
+
+    with Recorder(tmp_path / "history.jsonl") as recorder:
+        client = ProducerClient(7, recorder, "127.0.0.1:1", "queue", get_profile("safe"),
+                                extra={"queue.buffering.max.messages": 1}).open()
+        client.send(0, 1)
+        client.send(0, 2, deadline_s=0.3)
+        client.close(timeout_s=1)
+    done = {e["value"]["value"]: e for e in read_history(tmp_path / "history.jsonl") if e["type"] != "invoke"}
+    assert done[2]["type"] == "fail" and done[2]["error"] == "local queue full for 0.3 s"
+    assert done[1]["type"] == "info"
+    assert validate_history(tmp_path / "history.jsonl") == []

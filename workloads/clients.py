@@ -82,23 +82,36 @@ class ProducerClient:
         producer = self.producer
         assert producer is not None
         self.recorder.send_invoke(self.process, key, value)
-        give_up = None
-        while True:
+        try:  # the common case first, outside any loop: this runs once per record
+            producer.produce(self.topic, b"%d" % value, partition=key, on_delivery=self._deliver)
+        except BufferError:  # local queue full: wait for deliveries, bounded
+            if not self._produce_when_room(producer, key, value, deadline_s):
+                return
+        except KafkaException as exc:
+            self._refused(key, value, exc)
+            return
+        producer.poll(0)
+
+    def _produce_when_room(self, producer: Producer, key: int, value: int, deadline_s: float) -> bool:
+        give_up = time.monotonic() + deadline_s
+        while time.monotonic() < give_up:
+            producer.poll(0.01)
             try:
                 producer.produce(self.topic, b"%d" % value, partition=key, on_delivery=self._deliver)
-                break
-            except BufferError:  # local queue full: wait for deliveries, bounded
-                give_up = give_up or time.monotonic() + deadline_s
-                if time.monotonic() > give_up:
-                    self._never_sent(key, value, "local queue full for %.0f s" % deadline_s)
-                    return
-                producer.poll(0.01)
-            except KafkaException as exc:  # refused before it was queued: definitely not sent
-                self._never_sent(key, value, error_text(exc))
-                if exc.args[0].fatal():
-                    self.fatal = error_text(exc)
-                return
-        producer.poll(0)
+                return True
+            except BufferError:
+                continue
+            except KafkaException as exc:
+                self._refused(key, value, exc)
+                return False
+        self._never_sent(key, value, f"local queue full for {deadline_s:g} s")
+        return False
+
+    def _refused(self, key: int, value: int, exc: KafkaException) -> None:
+        """produce() refused the message before it was queued: definitely not sent."""
+        self._never_sent(key, value, error_text(exc))
+        if exc.args[0].fatal():
+            self.fatal = error_text(exc)
 
     def _never_sent(self, key: int, value: int, error: str) -> None:
         self.recorder.send(self.process, "fail", key, value, None, None, error)
