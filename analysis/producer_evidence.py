@@ -47,3 +47,15 @@ def duplicate_hint(evidence: dict[str, Any] | None) -> str | None:
     return (f"brokers logged {evidence['count']} OutOfOrderSequenceException(s) (broker {first['broker']}: "
             f"{first['line'][:160]}); after one, librdkafka bumps the producer epoch and may resend messages "
             f"already in the log, which idempotence then cannot deduplicate ({ISSUE})")
+
+
+def known_client_duplicates(results: dict[str, Any]) -> str | None:
+    """Why a run's verdict is `invalid` for a known client bug and nothing else: its only forbidden
+    anomaly is `duplicate` and the brokers logged OutOfOrderSequenceExceptions (librdkafka #4953).
+    None for every other run. The verdict stays `invalid`; this only lets a caller tell a known
+    librdkafka bug from a finding about Kafka (the nightly suite marks such a run xfail)."""
+    evidence = results.get("out_of_order_sequences") or {}
+    if set(results.get("forbidden") or []) != {"duplicate"} or not evidence.get("count"):
+        return None
+    return (f"known client bug: {results.get('counts', {}).get('duplicate', '?')} duplicate(s) after "
+            f"{evidence['count']} OutOfOrderSequenceException(s); librdkafka re-sends under a bumped epoch ({ISSUE})")

