@@ -99,8 +99,8 @@ def majority_view(views: dict[int, BrokerView], topic: str | None = None) -> Bro
     cut from the host) hold no stale belief to outvote, so only answers are counted."""
     if not views:
         return None
-    counts = Counter(v.key(topic) for v in views.values())
-    key, holders = counts.most_common(1)[0]
+    keys = {responder: view.key(topic) for responder, view in views.items()}
+    key, holders = Counter(keys.values()).most_common(1)[0]
     if holders * 2 <= len(views):
         return None
-    return next(v for v in views.values() if v.key(topic) == key)
+    return next(views[responder] for responder, k in keys.items() if k == key)

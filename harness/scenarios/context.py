@@ -98,14 +98,13 @@ class ScenarioContext:
         self.steps: list[dict[str, Any]] = []
         self.writes: list[dict[str, Any]] = []  # label, value, broker, acked, offset, error
         self._next_value = 1
-        self.D: Node | None = None
-        self.A, self.B, self.C = self._choose_roles(controller_apart)
+        self.A, self.B, self.C, self.D = self._choose_roles(controller_apart)
         self._pollers: list[tuple[threading.Thread, threading.Event]] = []
         self.replica_ids: list[int] = []
         self.topic_config: dict[str, Any] | None = None
 
     # --- identity ---------------------------------------------------------------------
-    def _choose_roles(self, controller_apart: bool = False) -> tuple[Node, Node, Node]:
+    def _choose_roles(self, controller_apart: bool = False) -> tuple[Node, Node, Node, Node | None]:
         controller = None
         try:
             controller = self.cluster.active_controller()
@@ -116,17 +115,13 @@ class ScenarioContext:
             if controller is None or len(others) < 3:
                 raise HarnessError(f"the scenario needs three brokers besides the controller; controller {controller}, "
                                    f"other brokers {[b.node_id for b in others]}")
-            self.D = controller
-            return others[0], others[1], others[2]
+            return others[0], others[1], others[2], controller
         c = controller if controller is not None and controller in self.cluster.brokers else others[-1]
         a, b = [n for n in self.cluster.brokers if n is not c][:2]
-        return a, b, c
+        return a, b, c, None
 
     def name(self, node: Node) -> str:
-        roles = {self.A.node_id: "A", self.B.node_id: "B", self.C.node_id: "C"}
-        if self.D is not None:
-            roles[self.D.node_id] = "D"
-        return roles.get(node.node_id, str(node.node_id))
+        return {node_id: role for role, node_id in self.roles().items()}.get(node.node_id, str(node.node_id))
 
     def roles(self) -> dict[str, int]:
         named = {"A": self.A.node_id, "B": self.B.node_id, "C": self.C.node_id}
