@@ -1,13 +1,21 @@
 """The history: every operation of a run as plain data, written as it happens (format v1, docs/history.md).
 
-`Recorder` is thread-safe and append-only. Each event becomes its JSON line in
-the recording thread (json of the value before taking the lock; index and time
-under it), so the hot path, a produce loop, does one `%` format per event and
-nothing else. Every 50 ms the recording thread writes the pending lines with one
-`os.write` per batch, and a background thread does so for quiet periods, so no
-event waits more than ~150 ms (the format promises 200). A SIGKILL can therefore cut only the last line, and
-`read_history` drops an incomplete last line. `close()` flushes and writes
-`history.parquet` beside the JSONL file.
+`Recorder` is thread-safe and append-only. Recording an event appends one row
+of seven int64s to a buffer (`harness.send_lines.ROW`) with a single
+`array.frombytes`, which is atomic under CPython's GIL, so the hot path takes no
+lock and formats nothing. Events with free-form values (polls, assigns, nemesis,
+failed sends) are formatted in the caller's thread, all but their index and
+time, and their row points at that text. Index and time are filled in when a
+batch is written, in buffer order, so file order, index order and time order
+agree. A batch's send lines come from one compiled loop (`send_lines`): a
+produce loop on 2 cores shares them with three brokers, and formatting two JSON
+lines per record in Python cost them a fifth of their throughput.
+
+Every 50 ms the recording thread writes the pending batch with one `os.write`,
+and a background thread does so for quiet periods, so no event waits more than
+~150 ms (the format promises 200). A SIGKILL can therefore cut only the last
+line, and `read_history` drops an incomplete last line. `close()` flushes and
+writes `history.parquet` beside the JSONL file.
 
 `validate_history` / `validate_events` check a history against v1 and return
 the problems found (an empty list means valid).
@@ -15,13 +23,20 @@ the problems found (an empty list means valid).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
 import time
+from array import array
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
+
+import numpy as np
+
+from harness import send_lines
+from harness.send_lines import OTHER, ROW, SEND_INVOKE, SEND_OK, TYPE_CODES, WIDTH
 
 FORMAT_VERSION = 1
 TYPES = ("invoke", "ok", "fail", "info")
@@ -30,68 +45,79 @@ NEMESIS = "nemesis"
 FLUSH_INTERVAL_S = 0.1  # with inline flushes at half of it, a line waits at most ~150 ms (the format promises 200)
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_now = time.monotonic_ns
+_pack = ROW.pack
 
-
-# Each event becomes its JSON line when it is recorded: the expensive part (json of the value) runs
-# in the caller's thread before the lock, and only index and time are filled in under it.
-# `%s` of an int is ~2x faster than `%d`; `send` is only ever given ints (and the validator would catch
-# anything else as a malformed line).
-_SEND_INVOKE = '{"index":%s,"time":%s,"process":%s,"type":"invoke","f":"send","value":{"key":%s,"value":%s}}'
-_SEND_DONE = '{"index":%s,"time":%s,"process":%s,"type":"%s","f":"send","value":{"key":%s,"value":%s,"offset":%s,"epoch":%s}%s}'
-_SEND_OK = '{"index":%s,"time":%s,"process":%s,"type":"ok","f":"send","value":{"key":%s,"value":%s,"offset":%s,"epoch":%s}}'
-_EVENT = '{"index":%s,"time":%s,"process":%s,"type":"%s","f":%s,"value":%s%s}'
+# The rest of a line after its index and time, filled in by the recording thread.
+_EVENT_TAIL = ',"process":%s,"type":"%s","f":%s,"value":%s%s}\n'
+_SEND_TAIL = ',"process":%s,"type":"%s","f":"send","value":{"key":%s,"value":%s,"offset":%s,"epoch":%s}%s}\n'
 
 
 class Recorder:
-    """Appends events to `path` (JSON Lines); see the module docstring.
-
-    `index` and `time` are assigned under one lock, so file order, index order
-    and time order agree.
-    """
+    """Appends events to `path` (JSON Lines); see the module docstring."""
 
     def __init__(self, path: Path | str, flush_interval_s: float = FLUSH_INTERVAL_S) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # O_APPEND: every batch lands at the end even if someone else appends (they should not).
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self._lock = threading.Lock()
-        self._pending: list[str] = []  # complete JSON lines, in index order
-        self._next_index = 0
-        self._t0 = time.monotonic_ns()
-        self._completed: dict[str, int] = {"ok": 0, "fail": 0, "info": 0}  # invokes are the rest
-        self._sends_ok = 0  # send_ok's count, kept apart: an attribute increment is cheaper than a dict's
+        self._rows = array("q")  # pending events, WIDTH int64s each, appended atomically (see the docstring)
+        self._tails: dict[int, str] = {}  # OTHER rows' text after index and time, by id
+        self._tail_ids = itertools.count()
+        self._written = 0  # events written to the file; the next batch starts at this index
+        self._counts = np.zeros(len(TYPES), dtype=np.int64)  # written events by type, in TYPES order
+        self._t0 = _now()
+        self._last_ns = self._t0  # times never go backwards across batches
         self._closed = False
         self._flush_interval_s = flush_interval_s
         self._inline_ns = int(flush_interval_s * 1e9 / 2)  # staleness is at most ~1.5 intervals
-        self._last_flush_ns = time.monotonic_ns()
+        self._last_flush_ns = self._t0
         self._write_lock = threading.Lock()  # one writer at a time keeps batches in index order
+        send_lines.format_rows(np.zeros((0, WIDTH), dtype=np.int64), 0, 0, 0)  # compile (or load) before the run
         self._stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="history-flusher", daemon=True)
         self._flusher.start()
 
     # --- recording --------------------------------------------------------------
-    def _append(self, template: str, fields: tuple, type: str) -> int:
-        """Fill in index and time under the lock and queue the line `template % (index, time, *fields)`."""
-        with self._lock:
-            if self._closed:
-                raise RuntimeError(f"recorder for {self.path} is closed")
-            index = self._next_index
-            self._next_index = index + 1
-            now = time.monotonic_ns()
-            self._pending.append(template % ((index, now - self._t0) + fields))
-            if type != "invoke":
-                self._completed[type] += 1
+    # The two events of every acknowledged send are the produce loop's hot path: one packed row
+    # each, no lock, nothing formatted. `array.frombytes` of a whole row cannot interleave with
+    # another thread's, and struct.pack raises before anything is appended.
+    def send_invoke(self, process: int, key: int, value: int) -> None:
+        """A send's invoke; `process`, `key` and `value` are ints."""
+        if self._closed:
+            raise RuntimeError(f"recorder for {self.path} is closed")
+        now = _now()
+        self._rows.frombytes(_pack(SEND_INVOKE, now, process, key, value, -1, -1))
         if now - self._last_flush_ns > self._inline_ns:
             self._flush_inline()
-        return index
 
-    def record(self, process: int | str, type: str, f: str, value: Any = None, error: str | None = None) -> int:
-        """Append one event; return its index. `value` must be JSON-serialisable."""
+    def send_ok(self, process: int, key: int, value: int, offset: int | None, epoch: int | None) -> None:
+        """A send's acknowledgement; offset and epoch are ints, None or negative for unknown (null)."""
+        if self._closed:
+            raise RuntimeError(f"recorder for {self.path} is closed")
+        now = _now()
+        self._rows.frombytes(_pack(SEND_OK, now, process, key, value, -1 if offset is None else offset,
+                                   -1 if epoch is None else epoch))
+        if now - self._last_flush_ns > self._inline_ns:
+            self._flush_inline()
+
+    def _append_other(self, tail: str, type: str) -> None:
+        """An event formatted here but for its index and time, which the batch writer fills in."""
+        if self._closed:
+            raise RuntimeError(f"recorder for {self.path} is closed")
+        tail_id = next(self._tail_ids)
+        self._tails[tail_id] = tail  # before the row, so a writer that sees the row finds its text
+        now = _now()
+        self._rows.frombytes(_pack(OTHER, now, tail_id, TYPE_CODES[type], 0, 0, 0))
+        if now - self._last_flush_ns > self._inline_ns:
+            self._flush_inline()
+
+    def record(self, process: int | str, type: str, f: str, value: Any = None, error: str | None = None) -> None:
+        """Append one event. `value` must be JSON-serialisable."""
         if type not in TYPES:
             raise ValueError(f"event type must be one of {TYPES}, not {type!r}")
-        tail = "" if error is None else ',"error":' + _dumps(error)
-        # json outside the lock: a big poll must not stall the producers
-        return self._append(_EVENT, (_dumps(process), type, _dumps(f), _dumps(value), tail), type)
+        error_field = "" if error is None else ',"error":' + _dumps(error)
+        self._append_other(_EVENT_TAIL % (_dumps(process), type, _dumps(f), _dumps(value), error_field), type)
 
     def send(self, process: int, type: str, key: int, value: int, offset: int | None = None, epoch: int | None = None,
              error: str | None = None) -> None:
@@ -103,62 +129,35 @@ class Recorder:
             return self.send_ok(process, key, value, offset, epoch)
         if type not in TYPES:
             raise ValueError(f"event type must be one of {TYPES}, not {type!r}")
-        tail = "" if error is None else ',"error":' + _dumps(error)
-        self._append(_SEND_DONE, (process, type, key, value, "null" if offset is None else offset,
-                                  "null" if epoch is None else epoch, tail), type)
+        error_field = "" if error is None else ',"error":' + _dumps(error)
+        self._append_other(_SEND_TAIL % (int(process), type, int(key), int(value),
+                                         "null" if offset is None else int(offset),
+                                         "null" if epoch is None else int(epoch), error_field), type)
 
-    # The two events of every acknowledged send: the produce loop's hot path. Each has its own
-    # template and nothing to decide, and `_append` is inlined (the call alone costs ~0.2 µs, a tenth
-    # of the recorder's share of a send).
-    def send_invoke(self, process: int, key: int, value: int) -> None:
-        with self._lock:
-            if self._closed:
-                raise RuntimeError(f"recorder for {self.path} is closed")
-            index = self._next_index
-            self._next_index = index + 1
-            now = time.monotonic_ns()
-            self._pending.append(_SEND_INVOKE % (index, now - self._t0, process, key, value))
-        if now - self._last_flush_ns > self._inline_ns:
-            self._flush_inline()
+    def invoke(self, process: int, f: str, value: Any = None) -> None:
+        self.record(process, "invoke", f, value)
 
-    def send_ok(self, process: int, key: int, value: int, offset: int | None, epoch: int | None) -> None:
-        with self._lock:
-            if self._closed:
-                raise RuntimeError(f"recorder for {self.path} is closed")
-            index = self._next_index
-            self._next_index = index + 1
-            now = time.monotonic_ns()
-            self._pending.append(_SEND_OK % (index, now - self._t0, process, key, value,
-                                             "null" if offset is None else offset, "null" if epoch is None else epoch))
-            self._sends_ok += 1
-        if now - self._last_flush_ns > self._inline_ns:
-            self._flush_inline()
+    def complete(self, process: int, type: str, f: str, value: Any = None, error: str | None = None) -> None:
+        self.record(process, type, f, value, error)
 
-    def invoke(self, process: int, f: str, value: Any = None) -> int:
-        return self.record(process, "invoke", f, value)
-
-    def complete(self, process: int, type: str, f: str, value: Any = None, error: str | None = None) -> int:
-        return self.record(process, type, f, value, error)
-
-    def nemesis(self, f: str, value: dict[str, Any]) -> int:
+    def nemesis(self, f: str, value: dict[str, Any]) -> None:
         """A fault event: process "nemesis", type "info", `value` describing targets and what was done."""
-        return self.record(NEMESIS, "info", f, value)
+        self.record(NEMESIS, "info", f, value)
 
     @property
     def counts(self) -> Counter[str]:
-        """Events recorded so far by type (for progress displays)."""
-        with self._lock:
-            done = dict(self._completed)
-            done["ok"] += self._sends_ok
-            total = self._next_index
-        return Counter(invoke=total - sum(done.values()), **done)
+        """Events recorded so far by type (for progress displays); writes the pending batch first."""
+        self.flush()
+        return Counter(dict(zip(TYPES, self._counts.tolist())))
 
     @property
     def events_recorded(self) -> int:
-        return self._next_index
+        """Events recorded so far: the index the next event will get (unless another thread records first)."""
+        with self._write_lock:
+            return self._written + len(self._rows) // WIDTH
 
     def elapsed_ns(self) -> int:
-        return time.monotonic_ns() - self._t0
+        return _now() - self._t0
 
     # --- writing ----------------------------------------------------------------
     def _flush_inline(self) -> None:
@@ -176,26 +175,49 @@ class Recorder:
             self._flush_locked()
 
     def _flush_locked(self) -> None:
-        with self._lock:
-            batch, self._pending = self._pending, []
-            self._last_flush_ns = time.monotonic_ns()
-        if not batch:
+        self._last_flush_ns = _now()
+        pending = len(self._rows)
+        if not pending:
             return
-        data = ("\n".join(batch) + "\n").encode()
-        view = memoryview(data)
-        while view:  # os.write may write less than asked
-            written = os.write(self._fd, view)
-            view = view[written:]
+        # Take the first `pending` values and drop them; rows appended meanwhile stay, whole, at the end.
+        batch = np.frombuffer(self._rows[:pending], dtype=np.int64).reshape(-1, WIDTH)
+        del self._rows[:pending]
+        lines, ends, times, self._last_ns = send_lines.format_rows(batch, self._written, self._t0, self._last_ns)
+        kinds = batch[:, 0]
+        others = np.flatnonzero(kinds == OTHER)
+        if len(others):
+            data = self._with_other_lines(batch, others, lines, ends, times)
+            np.add.at(self._counts, batch[others, 3], 1)
+        else:
+            data = memoryview(lines)[:int(ends[-1])]
+        self._counts[TYPE_CODES["invoke"]] += int(np.count_nonzero(kinds == SEND_INVOKE))
+        self._counts[TYPE_CODES["ok"]] += int(np.count_nonzero(kinds == SEND_OK))
+        self._written += len(batch)
+        while data:  # os.write may write less than asked
+            data = data[os.write(self._fd, data):]
+
+    def _with_other_lines(self, batch: np.ndarray, others: np.ndarray, lines: np.ndarray, ends: np.ndarray,
+                          times: np.ndarray) -> memoryview:
+        """The batch's bytes: the compiled send lines with each OTHER row's line in its place."""
+        pieces, start = [], 0
+        for row in others.tolist():
+            end = int(ends[row])
+            pieces.append(lines[start:end].tobytes())
+            tail = self._tails.pop(int(batch[row, 2]))
+            pieces.append(('{"index":%d,"time":%d' % (self._written + row, times[row]) + tail).encode())
+            start = end
+        pieces.append(lines[start:int(ends[-1])].tobytes())
+        return memoryview(b"".join(pieces))
 
     def _flush_loop(self) -> None:
         # The safety net for quiet periods: every interval, write whatever a busy thread has not.
         while not self._stop.wait(self._flush_interval_s):
-            if time.monotonic_ns() - self._last_flush_ns >= self._inline_ns:
+            if _now() - self._last_flush_ns >= self._inline_ns:
                 self.flush()
 
     def close(self, parquet: bool = True) -> Path | None:
         """Flush, close the file and (by default) write history.parquet beside it; idempotent."""
-        with self._lock:
+        with self._write_lock:
             if self._closed:
                 return None
             self._closed = True

@@ -58,7 +58,8 @@ class ProducerClient:
         self.producer: Producer | None = None
         self.fatal: str | None = None
         self._closing: str | None = None  # while close() purges: why the purged sends are unknown
-        self._deliver = self._on_delivery  # one bound method, not a new one per send
+        self._deliver = self._on_delivery  # bound once, not per send
+        self._record_invoke, self._record_ok = recorder.send_invoke, recorder.send_ok
 
     def open(self) -> "ProducerClient":
         self.producer = Producer(self.config)
@@ -68,9 +69,8 @@ class ProducerClient:
         # No value -> key map on the hot path: K is the partition, which the message carries.
         value, key = int(msg.value()), msg.partition()
         if err is None:
-            offset, epoch = msg.offset(), msg.leader_epoch()  # epoch: see _epoch
-            self.recorder.send_ok(self.process, key, value, offset if offset >= 0 else None,
-                                  epoch if epoch is not None and epoch >= 0 else None)
+            # send_ok records a negative or missing offset or epoch as null (epoch: see _epoch)
+            self._record_ok(self.process, key, value, msg.offset(), msg.leader_epoch())
         else:
             if err.fatal():
                 self.fatal = error_text(err)
@@ -81,7 +81,7 @@ class ProducerClient:
         """Invoke a send; its completion is recorded from the delivery report (pipelined)."""
         producer = self.producer
         assert producer is not None
-        self.recorder.send_invoke(self.process, key, value)
+        self._record_invoke(self.process, key, value)
         try:  # the common case first, outside any loop: this runs once per record
             producer.produce(self.topic, b"%d" % value, partition=key, on_delivery=self._deliver)
         except BufferError:  # local queue full: wait for deliveries, bounded
