@@ -11,11 +11,11 @@ agree. A batch's send lines come from one compiled loop (`send_lines`): a
 produce loop on 2 cores shares them with three brokers, and formatting two JSON
 lines per record in Python cost them a fifth of their throughput.
 
-Every 50 ms the recording thread writes the pending batch with one `os.write`,
-and a background thread does so for quiet periods, so no event waits more than
-~150 ms (the format promises 200). A SIGKILL can therefore cut only the last
-line, and `read_history` drops an incomplete last line. `close()` flushes and
-writes `history.parquet` beside the JSONL file.
+A background thread writes the pending batch every 50 ms with one `os.write`,
+formatting it with the GIL released, so the recording threads only append and
+no event waits much more than 50 ms (the format promises 200). A SIGKILL can
+therefore cut only the last line, and `read_history` drops an incomplete last
+line. `close()` flushes and writes `history.parquet` beside the JSONL file.
 
 `validate_history` / `validate_events` check a history against v1 and return
 the problems found (an empty list means valid).
@@ -42,7 +42,7 @@ FORMAT_VERSION = 1
 TYPES = ("invoke", "ok", "fail", "info")
 CLIENT_FS = ("send", "poll", "assign", "subscribe", "txn", "crash")
 NEMESIS = "nemesis"
-FLUSH_INTERVAL_S = 0.1  # with inline flushes at half of it, a line waits at most ~150 ms (the format promises 200)
+FLUSH_INTERVAL_S = 0.05  # a line waits at most one interval plus one batch (the format promises 200 ms)
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _now = time.monotonic_ns
@@ -70,8 +70,6 @@ class Recorder:
         self._last_ns = self._t0  # times never go backwards across batches
         self._closed = False
         self._flush_interval_s = flush_interval_s
-        self._inline_ns = int(flush_interval_s * 1e9 / 2)  # staleness is at most ~1.5 intervals
-        self._last_flush_ns = self._t0
         self._write_lock = threading.Lock()  # one writer at a time keeps batches in index order
         send_lines.format_rows(np.zeros((0, WIDTH), dtype=np.int64), 0, 0, 0)  # compile (or load) before the run
         self._stop = threading.Event()
@@ -86,20 +84,14 @@ class Recorder:
         """A send's invoke; `process`, `key` and `value` are ints."""
         if self._closed:
             raise RuntimeError(f"recorder for {self.path} is closed")
-        now = _now()
-        self._rows.frombytes(_pack(SEND_INVOKE, now, process, key, value, -1, -1))
-        if now - self._last_flush_ns > self._inline_ns:
-            self._flush_inline()
+        self._rows.frombytes(_pack(SEND_INVOKE, _now(), process, key, value, -1, -1))
 
     def send_ok(self, process: int, key: int, value: int, offset: int | None, epoch: int | None) -> None:
         """A send's acknowledgement; offset and epoch are ints, None or negative for unknown (null)."""
         if self._closed:
             raise RuntimeError(f"recorder for {self.path} is closed")
-        now = _now()
-        self._rows.frombytes(_pack(SEND_OK, now, process, key, value, -1 if offset is None else offset,
+        self._rows.frombytes(_pack(SEND_OK, _now(), process, key, value, -1 if offset is None else offset,
                                    -1 if epoch is None else epoch))
-        if now - self._last_flush_ns > self._inline_ns:
-            self._flush_inline()
 
     def _append_other(self, tail: str, type: str) -> None:
         """An event formatted here but for its index and time, which the batch writer fills in."""
@@ -107,10 +99,7 @@ class Recorder:
             raise RuntimeError(f"recorder for {self.path} is closed")
         tail_id = next(self._tail_ids)
         self._tails[tail_id] = tail  # before the row, so a writer that sees the row finds its text
-        now = _now()
-        self._rows.frombytes(_pack(OTHER, now, tail_id, TYPE_CODES[type], 0, 0, 0))
-        if now - self._last_flush_ns > self._inline_ns:
-            self._flush_inline()
+        self._rows.frombytes(_pack(OTHER, _now(), tail_id, TYPE_CODES[type], 0, 0, 0))
 
     def record(self, process: int | str, type: str, f: str, value: Any = None, error: str | None = None) -> None:
         """Append one event. `value` must be JSON-serialisable."""
@@ -160,22 +149,12 @@ class Recorder:
         return _now() - self._t0
 
     # --- writing ----------------------------------------------------------------
-    def _flush_inline(self) -> None:
-        # A busy recording thread writes its own batches: handing the GIL to the flusher thread
-        # instead costs a thread switch per batch, which on an overloaded machine stalls the producer.
-        if self._write_lock.acquire(blocking=False):
-            try:
-                self._flush_locked()
-            finally:
-                self._write_lock.release()
-
     def flush(self) -> None:
         """Write every event recorded so far to the file."""
         with self._write_lock:
             self._flush_locked()
 
     def _flush_locked(self) -> None:
-        self._last_flush_ns = _now()
         pending = len(self._rows)
         if not pending:
             return
@@ -210,10 +189,10 @@ class Recorder:
         return memoryview(b"".join(pieces))
 
     def _flush_loop(self) -> None:
-        # The safety net for quiet periods: every interval, write whatever a busy thread has not.
+        # Every batch is written from here, so the recording threads only append. The compiled
+        # formatter releases the GIL: a producer keeps running while its batch is formatted.
         while not self._stop.wait(self._flush_interval_s):
-            if _now() - self._last_flush_ns >= self._inline_ns:
-                self.flush()
+            self.flush()
 
     def close(self, parquet: bool = True) -> Path | None:
         """Flush, close the file and (by default) write history.parquet beside it; idempotent."""
