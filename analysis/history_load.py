@@ -162,11 +162,19 @@ def _cut_off_tail(path: Path) -> str | None:
 
 
 # ---------------------------------------------------------------------------- Spark side
+def _has_null(arr: Column) -> Column:
+    """Whether an array holds a null element. Array set operations treat null as an element, so
+    this stays in generated code (a lambda in `exists` is interpreted, row by row: on the records
+    of a large history that was most of the load time)."""
+    return F.size(F.array_intersect(arr, F.array(F.lit(None).cast(T.LongType())))) > 0
+
+
 def _problem_column(df: DataFrame, has_corrupt: bool) -> Column:
     """Spark twin of `event_problem`: a reason string for rows the checker cannot use."""
     v = F.col("value")
-    rec_bad = lambda r: r["key"].isNull() | r["offset"].isNull() | r["value"].isNull()  # noqa: E731
-    send_bad = lambda s: s["key"].isNull() | s["value"].isNull()  # noqa: E731
+    # A null record or send has null fields too (array<struct>.field yields null for it).
+    rec_bad = lambda a: _has_null(a["key"]) | _has_null(a["offset"]) | _has_null(a["value"])  # noqa: E731
+    send_bad = lambda a: _has_null(a["key"]) | _has_null(a["value"])  # noqa: E731
     c = F.when(F.lit(False), F.lit(None))
     if has_corrupt:
         c = c.when(F.col("_corrupt").isNotNull(), F.lit("not valid JSON, or a field has the wrong type"))
@@ -179,10 +187,10 @@ def _problem_column(df: DataFrame, has_corrupt: bool) -> Column:
         .when((F.col("f") == "send") & (v.isNull() | v["key"].isNull() | v["value"].isNull()),
               F.lit("a send's value must be {key: int, value: int, ...}"))
         .when(F.col("f").isin("poll", "txn") & (F.col("type") == "ok")
-              & (v.isNull() | v["records"].isNull() | F.exists(v["records"], rec_bad)),
+              & (v.isNull() | v["records"].isNull() | rec_bad(v["records"])),
               F.lit("an ok poll/txn must hold records of {key: int, offset: int, value: int}"))
         .when((F.col("f") == "txn") & (F.col("type") != "invoke")
-              & (v.isNull() | v["sends"].isNull() | F.exists(v["sends"], send_bad)),
+              & (v.isNull() | v["sends"].isNull() | send_bad(v["sends"])),
               F.lit("a txn completion must hold sends of {key: int, value: int, ...}"))
     )
 
@@ -193,6 +201,8 @@ def _normalise_value(df: DataFrame) -> Column:
     wanted = F.col("f").isin(*VALUE_FS)
     if isinstance(dtype, T.StringType):
         return F.when(wanted, F.from_json(F.col("value"), VALUE))
+    if dtype == VALUE:
+        return F.when(wanted, F.col("value"))  # already typed (e.g. history_parquet's layout)
     if isinstance(dtype, T.StructType):
         # A struct written by another tool: rebuild field by field so missing fields become null.
         have = {f.name: f.dataType for f in dtype.fields}
@@ -201,6 +211,8 @@ def _normalise_value(df: DataFrame) -> Column:
             if name not in have:
                 return F.lit(None).cast(typ)
             col = F.col("value")[name]
+            if have[name] == typ:
+                return col  # already the wanted type: no per-element rebuild (an interpreted lambda)
             if isinstance(typ, T.ArrayType) and isinstance(typ.elementType, T.StructType):
                 inner = have[name].elementType if isinstance(have[name], T.ArrayType) else None
                 names = {f.name for f in inner.fields} if isinstance(inner, T.StructType) else set()

@@ -186,3 +186,53 @@ def test_only_duplicates_with_broker_evidence_count_as_the_known_client_bug():
     assert known_client_duplicates({**base, "out_of_order_sequences": {"count": 0}}) is None
     assert known_client_duplicates({**base, "out_of_order_sequences": None}) is None
     assert known_client_duplicates({"forbidden": [], "out_of_order_sequences": evidence}) is None
+
+
+# ------------------------------------------------------------------------ typed (struct) Parquet
+def _struct_parquet(run_dir, events):
+    """history.parquet with `value` as a typed struct (the layout bench/bench_checker.py writes)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rec = pa.struct([(n, pa.int64()) for n in ("key", "offset", "value", "epoch")])
+    send = pa.struct([(n, pa.int64()) for n in ("key", "value", "offset", "epoch")])
+    value = pa.struct([("key", pa.int64()), ("value", pa.int64()), ("offset", pa.int64()), ("epoch", pa.int64()),
+                       ("records", pa.list_(rec)), ("sends", pa.list_(send)), ("keys", pa.list_(pa.int64())),
+                       ("seek", pa.string())])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cols = {"index": pa.int64(), "time": pa.int64(), "process": pa.string(), "type": pa.string(), "f": pa.string(),
+            "value": value, "error": pa.string()}
+    rows = {k: [(str(e[k]) if k == "process" else e.get(k)) for e in events] for k in cols}
+    rows["value"] = [e["value"] if isinstance(e.get("value"), dict) else None for e in events]
+    pq.write_table(pa.table({k: pa.array(v, cols[k]) for k, v in rows.items()}), run_dir / "history.parquet")
+    return run_dir
+
+
+@pytest.mark.slow
+def test_struct_parquet_agrees_with_jsonl(spark, tmp_path):
+    events = aborted_txn_read().events
+    want = {**ZERO, "aborted-read": 1, "poll-skip": 1}
+    assert check_history(spark, _struct_parquet(tmp_path / "pq", events), None)["counts"] == want
+    assert check_history(spark, write_run(tmp_path / "jsonl", events), None)["counts"] == want
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bad", ["null offset", "null record", "null txn send key"])
+def test_struct_parquet_with_a_bad_record_is_named(spark, tmp_path, bad):
+    from analysis.history_load import HistoryError, load_history
+
+    events = aborted_txn_read().events
+    if bad == "null txn send key":
+        e = next(e for e in events if e["f"] == "txn" and e["type"] == "ok")
+        e["value"]["sends"] = [{"key": None, "value": 1, "offset": 0, "epoch": 0}]
+        why = "sends"
+    else:
+        e = next(e for e in events if e["f"] == "poll" and e["type"] == "ok" and e["value"]["records"])
+        recs = e["value"]["records"]
+        if bad == "null offset":
+            recs.append({"key": 0, "offset": None, "value": 9, "epoch": 0})
+        else:
+            recs.insert(0, None)
+        why = "records"
+    with pytest.raises(HistoryError, match=rf"index {e['index']}: .*{why}"):
+        load_history(spark, _struct_parquet(tmp_path, events))
