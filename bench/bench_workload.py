@@ -1,6 +1,6 @@
 """Recorded sends per second vs a bare confluent-kafka loop, against 3 real brokers.
 
-    KAFKA_HARNESS_CACHE=... python bench/bench_workload.py [--seconds 4] [--rounds 8] [--warm-up 20]
+    KAFKA_HARNESS_CACHE=... python bench/bench_workload.py [--seconds 4] [--rounds 8] [--warm-up 20] [--no-op-client]
 
 Both loops use the `safe` profile's producer settings (acks=all, idempotence),
 linger.ms 5, one producer, the same partition choice and the same value
@@ -82,11 +82,45 @@ def recorded_loop(bootstrap: str, seconds: float, seed: int, history: Path) -> t
     return ok / elapsed, (time.process_time() - cpu) / max(1, ok) * 1e6
 
 
+class _NoRecorder:
+    """The recorder's interface doing nothing: isolates the client's own cost from the recorder's."""
+
+    def __init__(self) -> None:
+        self.ok = 0
+
+    def send_invoke(self, *args: object) -> None:
+        pass
+
+    def send_ok(self, *args: object) -> None:
+        self.ok += 1
+
+    def send(self, *args: object) -> None:
+        pass
+
+
+def no_op_client_loop(bootstrap: str, seconds: float, seed: int) -> tuple[float, float]:
+    """The recorded loop's client with a recorder that records nothing."""
+    recorder = _NoRecorder()
+    client = ProducerClient(0, recorder, bootstrap, TOPIC, get_profile("safe")).open()  # type: ignore[arg-type]
+    rng = random.Random(seed)
+    began, cpu, n = time.monotonic(), time.process_time(), 0
+    end = began + seconds
+    while time.monotonic() < end:
+        for _ in range(1000):
+            client.send(rng.randrange(PARTITIONS), n)
+            n += 1
+    client.close(60)
+    elapsed = time.monotonic() - began
+    return recorder.ok / elapsed, (time.process_time() - cpu) / max(1, recorder.ok) * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=4.0, help="length of each slice (default 4)")
     parser.add_argument("--rounds", type=int, default=8, help="bare+recorded pairs (default 8)")
     parser.add_argument("--warm-up", type=float, default=20.0, help="seconds of both loops before measuring (default 20)")
+    parser.add_argument("--no-op-client", action="store_true",
+                        help="also run the client with a recorder that records nothing, to split the client's cost from the recorder's")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     logging.getLogger("librdkafka").setLevel(logging.CRITICAL)
@@ -96,7 +130,7 @@ def main() -> None:
         # Warm-up: producer ids, metadata, and the brokers' JIT, which keeps speeding them up for a while.
         bare_loop(bootstrap, args.warm_up / 2, 0)
         recorded_loop(bootstrap, args.warm_up / 2, 0, Path(tmp) / "history-warm-up.jsonl")
-        bare, recorded = [], []
+        bare, recorded, no_op = [], [], []
         for r in range(args.rounds):
             # Alternate which loop goes first: the brokers speed up over a run, which would favour
             # whichever loop always ran second.
@@ -106,6 +140,9 @@ def main() -> None:
                     bare.append(bare_loop(bootstrap, args.seconds, r))
                 else:
                     recorded.append(recorded_loop(bootstrap, args.seconds, r, Path(tmp) / f"history-{r}.jsonl"))
+            if args.no_op_client:
+                no_op.append(no_op_client_loop(bootstrap, args.seconds, r))
+                print(f"round {r + 1}: client with a no-op recorder {no_op[-1][0]:,.0f} sends/s ({no_op[-1][1]:.1f} us CPU/send)")
             print(f"round {r + 1} ({order[0]} first): bare {bare[-1][0]:,.0f} sends/s ({bare[-1][1]:.1f} us CPU/send), "
                   f"recorded {recorded[-1][0]:,.0f} sends/s ({recorded[-1][1]:.1f} us CPU/send), "
                   f"ratio {recorded[-1][0] / bare[-1][0]:.0%}", flush=True)
@@ -118,6 +155,10 @@ def main() -> None:
     print(f"ratio per round:           median {statistics.median(ratios):.0%} of the bare loop (target >= 85 %), "
           f"quartiles {quartiles[0]:.0%}-{quartiles[2]:.0%}, range {min(ratios):.0%}-{max(ratios):.0%}")
     print(f"ratio of the totals:       {rec / b:.0%}")
+    if no_op:
+        print(f"no-op recorder client:     median {statistics.median(x[0] for x in no_op):,.0f} sends/s "
+              f"({statistics.median(x[0] / y[0] for x, y in zip(no_op, bare)):.0%} of bare per round), "
+              f"recorded median {statistics.median(x[0] for x in recorded):,.0f}, bare median {statistics.median(x[0] for x in bare):,.0f}")
     print("note: 2 shared cores, 3 brokers on the same machine; figures vary with other load")
 
 
