@@ -66,9 +66,9 @@ def bare_loop(bootstrap: str, seconds: float, seed: int) -> tuple[float, float]:
     return acked[0] / (time.monotonic() - began), (time.process_time() - cpu) / max(1, acked[0]) * 1e6
 
 
-def recorded_loop(bootstrap: str, seconds: float, seed: int, history: Path) -> tuple[float, float]:
-    recorder = Recorder(history)
-    client = ProducerClient(0, recorder, bootstrap, TOPIC, get_profile("safe")).open()
+def _client_loop(client: ProducerClient, seconds: float, seed: int, finish=lambda: None) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """Drive the workload's client as the bare loop drives its producer; (elapsed s, CPU s) up to
+    `finish()` after the client has closed."""
     rng = random.Random(seed)
     began, cpu, n = time.monotonic(), time.process_time(), 0
     end = began + seconds
@@ -77,9 +77,17 @@ def recorded_loop(bootstrap: str, seconds: float, seed: int, history: Path) -> t
             client.send(rng.randrange(PARTITIONS), n)
             n += 1
     client.close(60)
-    recorder.close(parquet=False)  # the JSONL is what is written during a run; parquet comes after
-    elapsed, ok = time.monotonic() - began, recorder.counts["ok"]
-    return ok / elapsed, (time.process_time() - cpu) / max(1, ok) * 1e6
+    finish()
+    return time.monotonic() - began, time.process_time() - cpu
+
+
+def recorded_loop(bootstrap: str, seconds: float, seed: int, history: Path) -> tuple[float, float]:
+    recorder = Recorder(history)
+    client = ProducerClient(0, recorder, bootstrap, TOPIC, get_profile("safe")).open()
+    # the JSONL is what is written during a run; parquet comes after
+    elapsed, cpu = _client_loop(client, seconds, seed, lambda: recorder.close(parquet=False))
+    ok = recorder.counts["ok"]
+    return ok / elapsed, cpu / max(1, ok) * 1e6
 
 
 class _NoRecorder:
@@ -102,16 +110,8 @@ def no_op_client_loop(bootstrap: str, seconds: float, seed: int) -> tuple[float,
     """The recorded loop's client with a recorder that records nothing."""
     recorder = _NoRecorder()
     client = ProducerClient(0, recorder, bootstrap, TOPIC, get_profile("safe")).open()  # type: ignore[arg-type]
-    rng = random.Random(seed)
-    began, cpu, n = time.monotonic(), time.process_time(), 0
-    end = began + seconds
-    while time.monotonic() < end:
-        for _ in range(1000):
-            client.send(rng.randrange(PARTITIONS), n)
-            n += 1
-    client.close(60)
-    elapsed = time.monotonic() - began
-    return recorder.ok / elapsed, (time.process_time() - cpu) / max(1, recorder.ok) * 1e6
+    elapsed, cpu = _client_loop(client, seconds, seed)
+    return recorder.ok / elapsed, cpu / max(1, recorder.ok) * 1e6
 
 
 def main() -> None:

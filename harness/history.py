@@ -36,10 +36,11 @@ from typing import Any, Iterable
 import numpy as np
 
 from harness import send_lines
-from harness.send_lines import OTHER, ROW, SEND_INVOKE, SEND_OK, TYPE_CODES, WIDTH
+from harness.send_lines import OTHER, ROW, SEND_INVOKE, SEND_OK, WIDTH
 
 FORMAT_VERSION = 1
 TYPES = ("invoke", "ok", "fail", "info")
+TYPE_CODES = {t: i for i, t in enumerate(TYPES)}  # how an OTHER row stores its type
 CLIENT_FS = ("send", "poll", "assign", "subscribe", "txn", "crash")
 NEMESIS = "nemesis"
 FLUSH_INTERVAL_S = 0.05  # a line waits at most one interval plus one batch (the format promises 200 ms)
@@ -47,6 +48,10 @@ FLUSH_INTERVAL_S = 0.05  # a line waits at most one interval plus one batch (the
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _now = time.monotonic_ns
 _pack = ROW.pack
+
+
+def _error_field(error: str | None) -> str:
+    return "" if error is None else ',"error":' + _dumps(error)
 
 # The rest of a line after its index and time, filled in by the recording thread.
 _EVENT_TAIL = ',"process":%s,"type":"%s","f":%s,"value":%s%s}\n'
@@ -105,8 +110,7 @@ class Recorder:
         """Append one event. `value` must be JSON-serialisable."""
         if type not in TYPES:
             raise ValueError(f"event type must be one of {TYPES}, not {type!r}")
-        error_field = "" if error is None else ',"error":' + _dumps(error)
-        self._append_other(_EVENT_TAIL % (_dumps(process), type, _dumps(f), _dumps(value), error_field), type)
+        self._append_other(_EVENT_TAIL % (_dumps(process), type, _dumps(f), _dumps(value), _error_field(error)), type)
 
     def send(self, process: int, type: str, key: int, value: int, offset: int | None = None, epoch: int | None = None,
              error: str | None = None) -> None:
@@ -118,10 +122,9 @@ class Recorder:
             return self.send_ok(process, key, value, offset, epoch)
         if type not in TYPES:
             raise ValueError(f"event type must be one of {TYPES}, not {type!r}")
-        error_field = "" if error is None else ',"error":' + _dumps(error)
         self._append_other(_SEND_TAIL % (int(process), type, int(key), int(value),
                                          "null" if offset is None else int(offset),
-                                         "null" if epoch is None else int(epoch), error_field), type)
+                                         "null" if epoch is None else int(epoch), _error_field(error)), type)
 
     def invoke(self, process: int, f: str, value: Any = None) -> None:
         self.record(process, "invoke", f, value)

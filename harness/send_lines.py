@@ -9,8 +9,8 @@ int64s (`ROW`) and formats a whole batch in one call of a numba-compiled loop
 (polls, assigns, nemesis, failed sends) are rare, carry free-form values and
 keep their Python formatting: their row points at the rest of their line.
 
-`python_format_rows` writes the same bytes in plain Python. It is the reference
-in tests and the fallback where numba cannot be imported.
+`python_send_line` writes one such line in plain Python: the reference in tests.
+`_format_rows_python` fulfils `format_rows`'s contract with it where numba cannot be imported.
 """
 
 from __future__ import annotations
@@ -24,23 +24,22 @@ log = logging.getLogger(__name__)
 
 # A row: kind, monotonic ns, then per kind:
 #   SEND_INVOKE / SEND_OK: process, key, value, offset, epoch (offset and epoch < 0 mean null)
-#   OTHER: id of its line's tail, its type (TYPE_CODES), unused x3
+#   OTHER: id of its line's tail, its type (index into harness.history.TYPES), unused x3
 ROW = struct.Struct("=7q")
 WIDTH = 7
 SEND_INVOKE, SEND_OK, OTHER = 0, 1, 2
-TYPE_CODES = {"invoke": 0, "ok": 1, "fail": 2, "info": 3}
 MAX_SEND_LINE = 256  # the longest send line, every int at 20 characters, is 241 bytes
 
-_INVOKE_PARTS = ('{"index":', ',"time":', ',"process":', ',"type":"invoke","f":"send","value":{"key":', ',"value":', "}}\n")
-_OK_PARTS = ('{"index":', ',"time":', ',"process":', ',"type":"ok","f":"send","value":{"key":', ',"value":',
-             ',"offset":', ',"epoch":', "}}\n")
+_PY_INVOKE = '{"index":%s,"time":%s,"process":%s,"type":"invoke","f":"send","value":{"key":%s,"value":%s}}\n'
+_PY_OK = '{"index":%s,"time":%s,"process":%s,"type":"ok","f":"send","value":{"key":%s,"value":%s,"offset":%s,"epoch":%s}}\n'
 
 
-def _bytes(parts: tuple[str, ...]) -> tuple[np.ndarray, ...]:
-    return tuple(np.frombuffer(p.encode(), dtype=np.uint8) for p in parts)
+def _literals(template: str) -> tuple[np.ndarray, ...]:
+    """The literal parts between a template's fields, as bytes for the compiled loop."""
+    return tuple(np.frombuffer(p.encode(), dtype=np.uint8) for p in template.split("%s"))
 
 
-_PARTS = (_bytes(_INVOKE_PARTS), _bytes(_OK_PARTS))
+_PARTS = (_literals(_PY_INVOKE), _literals(_PY_OK))
 
 
 def _format_rows_py(rows: np.ndarray, first_index: int, t0: int, last_ns: int, out: np.ndarray, ends: np.ndarray,
@@ -58,10 +57,10 @@ def _format_rows_py(rows: np.ndarray, first_index: int, t0: int, last_ns: int, o
         last_ns = ns
         times[i] = ns - t0
         kind = rows[i, 0]
-        if kind == 0:
+        if kind == SEND_INVOKE:
             pos = _send_fields(out, pos, parts_invoke, first_index + i, ns - t0, rows[i])
             pos = _put(out, pos, parts_invoke[5])
-        elif kind == 1:
+        elif kind == SEND_OK:
             pos = _send_fields(out, pos, parts_ok, first_index + i, ns - t0, rows[i])
             pos = _put(out, pos, parts_ok[5])
             pos = _put_int(out, pos, rows[i, 5], True)
@@ -166,10 +165,6 @@ def _format_rows_python(rows, first_index, t0, last_ns, out, ends, times, parts_
             pos += len(line)
         ends[i] = pos
     return last_ns
-
-
-_PY_INVOKE = '{"index":%s,"time":%s,"process":%s,"type":"invoke","f":"send","value":{"key":%s,"value":%s}}\n'
-_PY_OK = '{"index":%s,"time":%s,"process":%s,"type":"ok","f":"send","value":{"key":%s,"value":%s,"offset":%s,"epoch":%s}}\n'
 
 
 def python_send_line(index: int, time: int, kind: int, process: int, key: int, value: int, offset: int,
