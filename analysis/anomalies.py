@@ -41,8 +41,8 @@ class Derived:
     events: DataFrame
     reads: DataFrame  # process, pid, index, time, f, type, pos, key, offset, value
     positions: DataFrame  # key, offset, value, process, index, time, f, type
-    offsets: DataFrame  # key, offset, min_value, max_value, next_offset (persisted)
-    by_value: DataFrame  # one row per value: what every op did with it (see _by_value)
+    offsets: DataFrame  # key, offset, read, next_offset, values (persisted)
+    by_value: DataFrame  # one row per value: what the value-level anomalies need (persisted; see _by_value)
     max_read: DataFrame  # key, max_read_offset
 
     def unpersist(self) -> None:
@@ -82,6 +82,10 @@ def _by_value(reads: DataFrame, events: DataFrame) -> DataFrame:
     first_read_at = F.when(kind == READ, -F.col("index"))  # max_by over -index = the first read
     return (
         read_facts.unionByName(send_facts).unionByName(txn_facts)
+        # Shuffle the narrow fact rows themselves, then aggregate whole groups: a partial
+        # aggregate before the exchange saves little (most values have 3 or 4 facts, spread over
+        # the file) and would shuffle its ~25 buffer columns instead of these 6.
+        .repartition("value")
         .groupBy("value")
         .agg(
             F.count(F.when(kind == READ, 1)).alias("reads"),
@@ -101,7 +105,31 @@ def _by_value(reads: DataFrame, events: DataFrame) -> DataFrame:
             F.max_by("key", first_read_at).alias("first_read_key"),
             F.max_by("offset", first_read_at).alias("first_read_offset"),
         )
+        .select(*_value_findings())
     )
+
+
+def _value_findings() -> list[F.Column]:
+    """What the value-level anomalies read of a by_value row: the last ok write (key, offset,
+    index, pid), the order of an ok send (null unless it is one, with a known offset and
+    process), and flags and example columns of the rarer findings, null when absent (so the
+    persisted table is narrow)."""
+    c = F.col
+    duplicated = (c("min_key") != c("max_key")) | (c("min_offset") != c("max_offset"))
+    aborted = (c("reads") > 0) & c("failed_index").isNotNull()
+    # The invoke of the same process orders the send; without one, its completion does.
+    order = F.when(c("invoke_pid") == c("ok_pid"), c("invoke_index")).otherwise(c("ok_index"))
+    return [
+        "value", "ok_key", "ok_offset", "ok_index", "ok_pid",
+        F.when(c("ok_is_send") & c("ok_offset").isNotNull() & c("ok_pid").isNotNull(), order).alias("send_order"),
+        F.when(c("ok_index").isNotNull() & (c("reads") == 0), F.lit(True)).alias("unread"),
+        F.when(duplicated, c("min_key")).alias("duplicate_key"),
+        F.when(duplicated, c("min_offset")).alias("duplicate_offset"),
+        F.when(aborted, c("failed_index")).alias("aborted_failed_index"),
+        F.when(aborted, c("first_read_index")).alias("aborted_read_index"),
+        F.when(aborted, c("first_read_key")).alias("aborted_read_key"),
+        F.when(aborted, c("first_read_offset")).alias("aborted_read_offset"),
+    ]
 
 
 def derive(events: DataFrame) -> Derived:
@@ -123,16 +151,26 @@ def derive(events: DataFrame) -> Derived:
     ok_writes = sends.unionByName(txn_sends)
 
     cols = ["key", "offset", "value", "process", "index", "time", "f", "type"]
-    positions = reads.select(*cols).unionByName(ok_writes.filter(F.col("offset").isNotNull()).select(*cols))
-    # One row per observed (key, offset): the values seen there, and the next observed offset on
-    # the key (a read that jumps past it skipped a known record).
+    known = ok_writes.filter(F.col("offset").isNotNull())
+    positions = reads.select(*cols).unionByName(known.select(*cols))  # for examples
+    # One row per observed (key, offset): the values seen there, whether a read saw it, and the
+    # next observed offset on the key (a read that jumps past it skipped a known record).
+    # Partitioned by key alone, so the aggregate and the window share one exchange of narrow rows.
+    narrow = ["key", "offset", "value", "read"]
     offsets = (
-        positions.groupBy("key", "offset")
-        .agg(F.min("value").alias("min_value"), F.max("value").alias("max_value"))
-        .withColumn("next_offset", F.lead("offset").over(Window.partitionBy("key").orderBy("offset")))
+        reads.select("key", "offset", "value", F.lit(True).alias("read")).select(*narrow)
+        .unionByName(known.select("key", "offset", "value", F.lit(False).alias("read")).select(*narrow))
+        .repartition("key")
+        .groupBy("key", "offset")
+        .agg(F.min("value").alias("min_value"), F.max("value").alias("max_value"), F.max("read").alias("read"))
+        .select("key", "offset", "read",
+                F.lead("offset").over(Window.partitionBy("key").orderBy("offset")).alias("next_offset"),
+                # Only where two values met (null elsewhere: a narrow persisted table).
+                F.when(F.col("min_value") != F.col("max_value"), F.array("min_value", "max_value")).alias("values"))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    max_read = reads.groupBy("key").agg(F.max("offset").alias("max_read_offset"))
+    # The highest offset read on each key, from the persisted offsets (no second pass over reads).
+    max_read = offsets.filter("read").groupBy("key").agg(F.max("offset").alias("max_read_offset"))
     return Derived(events, reads, positions, offsets, _by_value(reads, events).persist(StorageLevel.MEMORY_AND_DISK), max_read)
 
 
@@ -140,20 +178,19 @@ def inconsistent_offsets(d: Derived) -> DataFrame:
     """inconsistent-offsets: one (key, offset) observed with two or more different values — two
     replicas disagreed about the log (divergence, e.g. after an unclean election or a lost
     acks=1 write whose offset was reused). Counted per such (key, offset)."""
-    return d.offsets.filter(F.col("min_value") != F.col("max_value")).select(
-        "key", "offset", F.array("min_value", "max_value").alias("values"))
+    return d.offsets.filter(F.col("values").isNotNull()).select("key", "offset", "values")
 
 
 def duplicate(d: Derived) -> DataFrame:
     """duplicate: one value observed at two or more different (key, offset) positions — it was
     written more than once (e.g. a retried send without idempotence). Counted per value."""
-    return d.by_value.filter((F.col("min_key") != F.col("max_key")) | (F.col("min_offset") != F.col("max_offset"))
-                             ).select("value", F.col("min_key").alias("key"), F.col("min_offset").alias("offset"))
+    return d.by_value.filter(F.col("duplicate_key").isNotNull()).select(
+        "value", F.col("duplicate_key").alias("key"), F.col("duplicate_offset").alias("offset"))
 
 
 def _unread_writes(d: Derived) -> DataFrame:
     """Ok writes whose value no read returned, with the highest offset read on their key."""
-    unread = d.by_value.filter(F.col("ok_index").isNotNull() & (F.col("reads") == 0)).select(
+    unread = d.by_value.filter(F.col("unread")).select(
         F.col("ok_key").alias("key"), F.col("ok_offset").alias("offset"), "value", F.array("ok_index").alias("op_indexes"))
     return unread.join(F.broadcast(d.max_read), "key", "left").withColumn(
         "behind_a_read", F.coalesce(F.col("offset") < F.col("max_read_offset"), F.lit(False)))
@@ -177,12 +214,9 @@ def nonmonotonic_send(d: Derived) -> DataFrame:
     """nonmonotonic-send: within one process, `ok` sends to the same key, taken in the order they
     were invoked, whose acknowledged offsets do not strictly increase — the producer's records
     were reordered (or one overwrote another's position). Counted per adjacent pair."""
-    v = d.by_value
-    sends = v.filter(F.col("ok_is_send") & F.col("ok_offset").isNotNull() & F.col("ok_pid").isNotNull()).select(
+    sends = d.by_value.filter(F.col("send_order").isNotNull()).select(
         F.col("ok_key").alias("key"), F.col("ok_pid").alias("pid"), F.col("ok_offset").alias("offset"), "value",
-        F.col("ok_index").alias("index"),
-        # The invoke of the same process orders the send; without one, its completion does.
-        F.when(F.col("invoke_pid") == F.col("ok_pid"), F.col("invoke_index")).otherwise(F.col("ok_index")).alias("order"))
+        F.col("ok_index").alias("index"), F.col("send_order").alias("order"))
     w = Window.partitionBy("key", "pid").orderBy("order")
     prev = lambda c: F.lag(c).over(w)  # noqa: E731
     return (
@@ -198,32 +232,32 @@ def nonmonotonic_send(d: Derived) -> DataFrame:
 def _read_pairs(d: Derived) -> DataFrame:
     """Adjacent reads of one key by one process with no assign/subscribe of that process between
     them (including reads inside one poll, in the order returned), only where they are not
-    consecutive in offset (so the result is small)."""
+    consecutive in offset (so the result is small). The ops are carried as history indexes (the
+    examples step looks them up): narrow rows to sort."""
     # Which "assignment epoch" each read belongs to: the number of resets of its process before
     # it. Counted per poll, before the records are exploded (a hundredth of the rows to sort).
     ops = d.events.filter(
         (F.col("type").isin("ok", "info") & F.col("f").isin(*RESET_FS))
         | ((F.col("type") == "ok") & F.col("f").isin(*READ_FS))
-    ).select("process", "index", "time", "f", "type", F.col("f").isin(*RESET_FS).cast("int").alias("reset"),
+    ).select("process", "index", F.col("f").isin(*RESET_FS).cast("int").alias("reset"),
              F.col("value.records").alias("records"))
     polls = ops.withColumn("epoch", F.sum("reset").over(
         Window.partitionBy("process").orderBy("index").rowsBetween(Window.unboundedPreceding, 0))
     ).filter(F.col("reset") == 0)
-    seq = polls.select("process", "index", "time", "f", "type", "epoch",
-                       F.posexplode("records").alias("pos", "r")).select(
-        "process", "index", "time", "f", "type", "epoch", "pos",
+    seq = polls.select("process", "index", "epoch", F.posexplode("records").alias("pos", "r")).select(
+        "process", "index", "epoch", "pos",
         F.col("r.key").alias("key"), F.col("r.offset").alias("offset"), F.col("r.value").alias("value"))
     w = Window.partitionBy("key", "process", "epoch").orderBy("index", "pos")
     prev = lambda c: F.lag(c).over(w)  # noqa: E731
     return seq.select(
-        "key", "process", "offset", "value", _op().alias("op"),
-        prev("offset").alias("prev_offset"), prev("value").alias("prev_value"), prev(_op()).alias("prev_op"),
+        "key", "process", "offset", "value", "index",
+        prev("offset").alias("prev_offset"), prev("value").alias("prev_value"), prev("index").alias("prev_index"),
     ).filter(F.col("prev_offset").isNotNull() & (F.col("offset") != F.col("prev_offset") + 1))
 
 
 def _pair_columns() -> list[F.Column]:
     return ["key", "process", F.array("prev_offset", "offset").alias("offsets"),
-            F.array("prev_value", "value").alias("values"), F.array("prev_op", "op").alias("ops")]
+            F.array("prev_value", "value").alias("values"), F.array("prev_index", "index").alias("op_indexes")]
 
 
 def nonmonotonic_poll(d: Derived, pairs: DataFrame | None = None) -> DataFrame:
@@ -254,9 +288,9 @@ def aborted_read(d: Derived) -> DataFrame:
     """aborted-read: a read returned a value whose send, or whose transaction, completed `fail`
     (definitely not written, or aborted). `info` writes are unknown, never failures. Counted per
     value."""
-    return d.by_value.filter((F.col("reads") > 0) & F.col("failed_index").isNotNull()).select(
-        "value", F.col("first_read_key").alias("key"), F.col("first_read_offset").alias("offset"),
-        F.array("first_read_index", "failed_index").alias("op_indexes"))
+    return d.by_value.filter(F.col("aborted_failed_index").isNotNull()).select(
+        "value", F.col("aborted_read_key").alias("key"), F.col("aborted_read_offset").alias("offset"),
+        F.array("aborted_read_index", "aborted_failed_index").alias("op_indexes"))
 
 
 # Name → function, in results.json order.
