@@ -155,12 +155,12 @@ def derive(events: DataFrame) -> Derived:
     positions = reads.select(*cols).unionByName(known.select(*cols))  # for examples
     # One row per observed (key, offset): the values seen there, whether a read saw it, and the
     # next observed offset on the key (a read that jumps past it skipped a known record).
-    # Partitioned by key alone, so the aggregate and the window share one exchange of narrow rows.
+    # Aggregated by (key, offset) before the window by key: aggregating after a shuffle by key
+    # alone puts a whole key in one task and ran out of memory at 50M events.
     narrow = ["key", "offset", "value", "read"]
     offsets = (
         reads.select("key", "offset", "value", F.lit(True).alias("read")).select(*narrow)
         .unionByName(known.select("key", "offset", "value", F.lit(False).alias("read")).select(*narrow))
-        .repartition("key")
         .groupBy("key", "offset")
         .agg(F.min("value").alias("min_value"), F.max("value").alias("max_value"), F.max("read").alias("read"))
         .select("key", "offset", "read",

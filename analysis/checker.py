@@ -119,19 +119,6 @@ def _op_stats(events: DataFrame) -> dict[str, dict[str, int]]:
     return dict(sorted(stats.items()))
 
 
-_CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
-
-
-def _set_conf(spark: SparkSession, key: str, value: str | None) -> str | None:
-    """Set (or, with None, unset) a session conf; return its previous value."""
-    previous = spark.conf.get(key, None)
-    if value is None:
-        spark.conf.unset(key)
-    else:
-        spark.conf.set(key, value)
-    return previous
-
-
 def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | None,
                   prefer: str | None = None) -> dict[str, Any]:
     """The results dict for one run (nothing written)."""
@@ -140,9 +127,6 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
     history = load_history(spark, run_dir, prefer=prefer)
     timings["load_s"] = round(time.perf_counter() - t0, 3)
 
-    # The derived tables are persisted for the length of the check, uncompressed: building the
-    # columnar cache's compression statistics cost more CPU than the smaller cache saved.
-    compressed = _set_conf(spark, _CACHE_COMPRESSED, "false")
     d = A.derive(history.events)
     # Only reads that are not one after the other: small, and used by two anomalies and their
     # examples, so it is computed once.
@@ -174,7 +158,6 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         pairs.unpersist()
         d.unpersist()
         history.release()
-        _set_conf(spark, _CACHE_COMPRESSED, compressed)
 
     complete, hws = drain_status(config)
     allow, rules = permitted(config)

@@ -191,7 +191,12 @@ def main() -> int:
     t = time.perf_counter()
     spark = get_session(driver_memory=args.driver_memory)
     startup = time.perf_counter() - t
-    print(f"Spark start-up: {startup:.1f} s (local[*], {cores} cores, driver {args.driver_memory})", flush=True)
+    import duckdb
+    import pyspark
+
+    # Versions matter: DuckDB 2.0 ran these checks slower than 1.x, so ratios across versions differ.
+    print(f"Spark start-up: {startup:.1f} s (local[*], {cores} cores, driver {args.driver_memory}; "
+          f"pyspark {pyspark.__version__}, duckdb {duckdb.__version__})", flush=True)
     rows = []
     try:
         for size in [parse_size(s) for s in args.sizes.split(",")]:
