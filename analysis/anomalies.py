@@ -21,17 +21,6 @@ from pyspark.sql import functions as F
 from analysis.names import READ_FS, RESET_FS
 
 
-def _op(prefix: str = "") -> F.Column:
-    """The history coordinates of the op behind a row (for examples)."""
-    return F.struct(
-        F.col(f"{prefix}index").alias("index"),
-        F.col(f"{prefix}time").alias("time"),
-        F.col(f"{prefix}process").alias("process"),
-        F.col(f"{prefix}f").alias("f"),
-        F.col(f"{prefix}type").alias("type"),
-    )
-
-
 def _offset(col: F.Column) -> F.Column:
     return F.when(col >= 0, col)
 
@@ -133,7 +122,8 @@ def _value_findings() -> list[F.Column]:
 
 
 def derive(events: DataFrame) -> Derived:
-    """The tables every anomaly is defined over. `offsets` is persisted: two anomalies use it."""
+    """The tables every anomaly is defined over. `offsets` and `by_value` are persisted: several
+    anomalies (and max_read) read each."""
     ok_reads = events.filter((F.col("type") == "ok") & F.col("f").isin(*READ_FS))
     reads = ok_reads.select(
         "process", "pid", "index", "time", "f", "type",
@@ -157,10 +147,9 @@ def derive(events: DataFrame) -> Derived:
     # next observed offset on the key (a read that jumps past it skipped a known record).
     # Aggregated by (key, offset) before the window by key: aggregating after a shuffle by key
     # alone puts a whole key in one task and ran out of memory at 50M events.
-    narrow = ["key", "offset", "value", "read"]
     offsets = (
-        reads.select("key", "offset", "value", F.lit(True).alias("read")).select(*narrow)
-        .unionByName(known.select("key", "offset", "value", F.lit(False).alias("read")).select(*narrow))
+        reads.select("key", "offset", "value", F.lit(True).alias("read"))
+        .unionByName(known.select("key", "offset", "value", F.lit(False).alias("read")))
         .groupBy("key", "offset")
         .agg(F.min("value").alias("min_value"), F.max("value").alias("max_value"), F.max("read").alias("read"))
         .select("key", "offset", "read",
