@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -112,13 +111,6 @@ def _examples(name: str, df: DataFrame, d: A.Derived) -> list[dict]:
     return rows
 
 
-def _op_stats(events: DataFrame) -> dict[str, dict[str, int]]:
-    stats: dict[str, dict[str, int]] = {}
-    for r in events.groupBy("f", "type").count().collect():
-        stats.setdefault(r["f"], {"invoke": 0, "ok": 0, "fail": 0, "info": 0})[r["type"]] = r["count"]
-    return dict(sorted(stats.items()))
-
-
 def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | None,
                   prefer: str | None = None) -> dict[str, Any]:
     """The results dict for one run (nothing written)."""
@@ -130,7 +122,7 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
     d = A.derive(history.events)
     # Only reads that are not one after the other: small, and used by two anomalies and their
     # examples, so it is computed once.
-    pairs = A._read_pairs(d).persist(StorageLevel.MEMORY_AND_DISK)
+    pairs = A._read_pairs(d).persist(A.DERIVED_STORAGE)
     try:
         findings = {name: (A.CHECKS[name](d, pairs) if name in ("nonmonotonic-poll", "poll-skip") else A.CHECKS[name](d))
                     for name in ANOMALIES}
@@ -151,9 +143,6 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         t = time.perf_counter()
         examples = {name: _examples(name, findings[name], d) if counts[name] else [] for name in ANOMALIES}
         timings["examples_s"] = round(time.perf_counter() - t, 3)
-        t = time.perf_counter()
-        stats = _op_stats(history.events)
-        timings["op_stats_s"] = round(time.perf_counter() - t, 3)
     finally:
         pairs.unpersist()
         d.unpersist()
@@ -188,7 +177,7 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         "allowed": sorted(allow, key=lambda a: ANOMALIES.index(a) if a in ANOMALIES else len(ANOMALIES)),
         "allowed_by": rules,
         "examples": examples,
-        "op_stats": stats,
+        "op_stats": history.op_stats,
         "drain": {"complete": complete, "high_watermarks": hws},
         "replica_divergence": replicas,
         "out_of_order_sequences": sequences,

@@ -70,6 +70,7 @@ class History:
     format: str  # "jsonl" | "parquet"
     truncated: bool  # a cut-off last line was dropped
     count: int
+    op_stats: dict[str, dict[str, int]]  # f → {invoke, ok, fail, info} counts
     cached: DataFrame | None = None  # the persisted parse, to unpersist when done
 
     def release(self) -> None:
@@ -202,7 +203,11 @@ def _normalise_value(df: DataFrame) -> Column:
     if isinstance(dtype, T.StringType):
         return F.when(wanted, F.from_json(F.col("value"), VALUE))
     if dtype == VALUE:
-        return F.when(wanted, F.col("value"))  # already typed (e.g. history_parquet's layout)
+        # Already typed (e.g. history_parquet's layout): passed through as is. Every reader
+        # filters on `f` first, and a CASE around the struct would cost nested-column pruning: a
+        # projection referencing it twice keeps it whole, so a scan of sends would read every
+        # poll's records too.
+        return F.col("value")
     if isinstance(dtype, T.StructType):
         # A struct written by another tool: rebuild field by field so missing fields become null.
         have = {f.name: f.dataType for f in dtype.fields}
@@ -288,19 +293,26 @@ def load_history(spark: SparkSession, run_dir: Path | str, prefer: str | None = 
     if fmt == "jsonl":
         # Parsing JSON text dominates a JSONL check: parse once, reuse for every anomaly.
         events = cached = events.persist(StorageLevel.MEMORY_AND_DISK)
-    row = events.agg(
+    # One pass validates and counts ops per (f, type): a handful of groups, summed here.
+    groups = events.groupBy("f", "type").agg(
         F.count(F.lit(1)).alias("n"),
         F.min("index").alias("lo"),
         F.max("index").alias("hi"),
         F.count("_problem").alias("bad"),
-    ).collect()[0]
-    n, lo, hi, bad = row["n"], row["lo"], row["hi"], row["bad"]
+    ).collect()
+    n, bad = sum(g["n"] for g in groups), sum(g["bad"] for g in groups)
+    lo = min((g["lo"] for g in groups if g["lo"] is not None), default=None)
+    hi = max((g["hi"] for g in groups if g["hi"] is not None), default=None)
     if bad or (n and hi - lo + 1 != n):
         if cached is not None:
             cached.unpersist()
         raise HistoryError(_describe_problem(events, path, fmt, bad, n, lo, hi))
     events = events.drop("_problem", *(["_corrupt"] if "_corrupt" in events.columns else []))
-    return History(events=events, path=path, format=fmt, truncated=truncated, count=n, cached=cached)
+    op_stats: dict[str, dict[str, int]] = {}
+    for g in groups:
+        op_stats.setdefault(g["f"], dict.fromkeys(OP_TYPES, 0))[g["type"]] = g["n"]
+    return History(events=events, path=path, format=fmt, truncated=truncated, count=n,
+                   op_stats=dict(sorted(op_stats.items())), cached=cached)
 
 
 def _describe_problem(events: DataFrame, path: Path, fmt: str, bad: int, n: int, lo: int, hi: int) -> str:
