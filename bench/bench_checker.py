@@ -195,7 +195,7 @@ def main() -> int:
     import duckdb
     import pyspark
 
-    # Versions matter: DuckDB 2.0 ran these checks slower than 1.x, so ratios across versions differ.
+    # Versions are printed so that figures from different days can be told apart.
     print(f"Spark start-up: {startup:.1f} s (local[*], {cores} cores, driver {args.driver_memory}; "
           f"pyspark {pyspark.__version__}, duckdb {duckdb.__version__})", flush=True)
     rows = []
