@@ -31,12 +31,12 @@ class Derived:
     reads: DataFrame  # process, pid, index, time, f, type, pos, key, offset, value
     positions: DataFrame  # key, offset, value, process, index, time, f, type
     offsets: DataFrame  # key, offset, read, next_offset, values (persisted)
-    by_value: DataFrame  # one row per value: what the value-level anomalies need (persisted; see _by_value)
+    values: DataFrame  # one row per value: what the value-level anomalies need (see _value_table)
     max_read: DataFrame  # key, max_read_offset
 
     def unpersist(self) -> None:
         self.offsets.unpersist()
-        self.by_value.unpersist()
+        self.values.unpersist()
 
 
 # Where the derived tables are kept while the anomalies read them: on local disk (the page cache
@@ -107,7 +107,7 @@ def _value_findings() -> list[F.Column]:
     """What the value-level anomalies read of a by_value row: the last ok write (key, offset,
     index, pid), the order of an ok send (null unless it is one, with a known offset and
     process), and flags and example columns of the rarer findings, null when absent (so the
-    persisted table is narrow)."""
+    rows shuffled for the send window are narrow)."""
     c = F.col
     duplicated = (c("min_key") != c("max_key")) | (c("min_offset") != c("max_offset"))
     aborted = (c("reads") > 0) & c("failed_index").isNotNull()
@@ -126,9 +126,50 @@ def _value_findings() -> list[F.Column]:
     ]
 
 
+def _value_table(by_value: DataFrame, max_read: DataFrame) -> DataFrame:
+    """by_value, with the highest offset read on the value's key (max_read_offset) and, for an ok
+    send, the previous ok send of the same process to the same key in invoke order (prev_send_*).
+
+    Every value-level anomaly is a predicate on one row of this table (VALUE_LEVEL), so one pass
+    counts them all (value_findings) and nothing needs persisting: a persisted by_value cost more
+    to write than its five readers saved. Rows that are not sends are ordered first in their
+    window partition and never count as a previous send."""
+    c = F.col
+    # Values no op wrote ok have no key or process: spread them by value, not into one partition.
+    w = Window.partitionBy(F.coalesce(c("ok_key"), c("value")), c("ok_pid")).orderBy(c("send_order").asc_nulls_first())
+    prev = lambda col: F.lag(col).over(w)  # noqa: E731
+    return by_value.join(F.broadcast(max_read.withColumnRenamed("key", "ok_key")), "ok_key", "left").select(
+        "*", prev("send_order").alias("prev_send_order"), prev("ok_offset").alias("prev_send_offset"),
+        prev("value").alias("prev_send_value"), prev("ok_index").alias("prev_send_index"))
+
+
+def _behind_a_read() -> F.Column:
+    """The value's ok write sits below the highest offset read on its key."""
+    return F.coalesce(F.col("ok_offset") < F.col("max_read_offset"), F.lit(False))
+
+
+# Each value-level anomaly as a predicate on a row of Derived.values (one row per value, so a
+# value-level count is the number of rows it holds for). Their definitions are the docstrings of
+# the functions of the same name below.
+VALUE_LEVEL = {
+    "duplicate": lambda: F.col("duplicate_key").isNotNull(),
+    "lost-write": lambda: F.coalesce(F.col("unread"), F.lit(False)) & _behind_a_read(),
+    "unseen": lambda: F.coalesce(F.col("unread"), F.lit(False)) & ~_behind_a_read(),
+    "nonmonotonic-send": lambda: (F.col("send_order").isNotNull() & F.col("prev_send_order").isNotNull()
+                                  & (F.col("ok_offset") <= F.col("prev_send_offset"))),
+    "aborted-read": lambda: F.col("aborted_failed_index").isNotNull(),
+}
+
+
+def value_findings(d: Derived) -> DataFrame:
+    """One row (anomaly) per value-level finding, every value-level anomaly in one pass."""
+    tags = F.array(*[F.when(holds(), F.lit(name)) for name, holds in VALUE_LEVEL.items()])
+    return d.values.select(F.explode(F.array_compact(tags)).alias("anomaly"))
+
+
 def derive(events: DataFrame) -> Derived:
-    """The tables every anomaly is defined over. `offsets` and `by_value` are persisted: several
-    anomalies (and max_read) read each."""
+    """The tables every anomaly is defined over. `offsets` is persisted: several anomalies (and
+    max_read) read it. `values` is not (see _value_table); persist it before reading it twice."""
     ok_reads = events.filter((F.col("type") == "ok") & F.col("f").isin(*READ_FS))
     reads = ok_reads.select(
         "process", "pid", "index", "time", "f", "type",
@@ -168,7 +209,7 @@ def derive(events: DataFrame) -> Derived:
     )
     # The highest offset read on each key, from the persisted offsets (no second pass over reads).
     max_read = offsets.filter("read").groupBy("key").agg(F.max("offset").alias("max_read_offset"))
-    return Derived(events, reads, positions, offsets, _by_value(reads, events).persist(DERIVED_STORAGE), max_read)
+    return Derived(events, reads, positions, offsets, _value_table(_by_value(reads, events), max_read), max_read)
 
 
 def inconsistent_offsets(d: Derived) -> DataFrame:
@@ -181,49 +222,38 @@ def inconsistent_offsets(d: Derived) -> DataFrame:
 def duplicate(d: Derived) -> DataFrame:
     """duplicate: one value observed at two or more different (key, offset) positions — it was
     written more than once (e.g. a retried send without idempotence). Counted per value."""
-    return d.by_value.filter(F.col("duplicate_key").isNotNull()).select(
+    return d.values.filter(VALUE_LEVEL["duplicate"]()).select(
         "value", F.col("duplicate_key").alias("key"), F.col("duplicate_offset").alias("offset"))
 
 
-def _unread_writes(d: Derived) -> DataFrame:
-    """Ok writes whose value no read returned, with the highest offset read on their key."""
-    unread = d.by_value.filter(F.col("unread")).select(
-        F.col("ok_key").alias("key"), F.col("ok_offset").alias("offset"), "value", F.array("ok_index").alias("op_indexes"))
-    return unread.join(F.broadcast(d.max_read), "key", "left").withColumn(
-        "behind_a_read", F.coalesce(F.col("offset") < F.col("max_read_offset"), F.lit(False)))
+def _unread_write(d: Derived, name: str) -> DataFrame:
+    return d.values.filter(VALUE_LEVEL[name]()).select(
+        F.col("ok_key").alias("key"), F.col("ok_offset").alias("offset"), "value", "max_read_offset",
+        F.array("ok_index").alias("op_indexes"))
 
 
 def lost_write(d: Derived) -> DataFrame:
     """lost-write: a write acknowledged `ok` at (K, o) whose value no read ever returned, although
     some read on K returned an offset greater than o — readers went past its position and it was
     not there. Counted per value."""
-    return _unread_writes(d).filter("behind_a_read").select("key", "offset", "value", "max_read_offset", "op_indexes")
+    return _unread_write(d, "lost-write")
 
 
 def unseen(d: Derived) -> DataFrame:
     """unseen: a write acknowledged `ok` whose value no read returned and that is not a
     lost-write (no read on its key went past it, or its offset is unknown). It is lost only if
     the final drain is known to have reached every high watermark. Counted per value."""
-    return _unread_writes(d).filter(~F.col("behind_a_read")).select("key", "offset", "value", "max_read_offset", "op_indexes")
+    return _unread_write(d, "unseen")
 
 
 def nonmonotonic_send(d: Derived) -> DataFrame:
     """nonmonotonic-send: within one process, `ok` sends to the same key, taken in the order they
     were invoked, whose acknowledged offsets do not strictly increase — the producer's records
     were reordered (or one overwrote another's position). Counted per adjacent pair."""
-    sends = d.by_value.filter(F.col("send_order").isNotNull()).select(
-        F.col("ok_key").alias("key"), F.col("ok_pid").alias("pid"), F.col("ok_offset").alias("offset"), "value",
-        F.col("ok_index").alias("index"), F.col("send_order").alias("order"))
-    w = Window.partitionBy("key", "pid").orderBy("order")
-    prev = lambda c: F.lag(c).over(w)  # noqa: E731
-    return (
-        sends.select("key", "pid", "offset", "value", "index",
-                     prev("offset").alias("prev_offset"), prev("value").alias("prev_value"), prev("index").alias("prev_index"))
-        .filter(F.col("offset") <= F.col("prev_offset"))
-        .select("key", F.col("pid").alias("process"),
-                F.array("prev_offset", "offset").alias("offsets"), F.array("prev_value", "value").alias("values"),
-                F.array("prev_index", "index").alias("op_indexes"))
-    )
+    return d.values.filter(VALUE_LEVEL["nonmonotonic-send"]()).select(
+        F.col("ok_key").alias("key"), F.col("ok_pid").alias("process"),
+        F.array("prev_send_offset", "ok_offset").alias("offsets"), F.array("prev_send_value", "value").alias("values"),
+        F.array("prev_send_index", "ok_index").alias("op_indexes"))
 
 
 def _read_pairs(d: Derived) -> DataFrame:
@@ -280,7 +310,7 @@ def aborted_read(d: Derived) -> DataFrame:
     """aborted-read: a read returned a value whose send, or whose transaction, completed `fail`
     (definitely not written, or aborted). `info` writes are unknown, never failures. Counted per
     value."""
-    return d.by_value.filter(F.col("aborted_failed_index").isNotNull()).select(
+    return d.values.filter(VALUE_LEVEL["aborted-read"]()).select(
         "value", F.col("aborted_read_key").alias("key"), F.col("aborted_read_offset").alias("offset"),
         F.array("aborted_read_index", "aborted_failed_index").alias("op_indexes"))
 

@@ -126,21 +126,23 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
     try:
         findings = {name: (A.CHECKS[name](d, pairs) if name in ("nonmonotonic-poll", "poll-skip") else A.CHECKS[name](d))
                     for name in ANOMALIES}
-        # Every count but one in one Spark job (shared scans and exchanges); examples only where
-        # found. poll-skip joins the read pairs with the offsets: counted in a second job, once the
-        # pairs are persisted and their size known, so the planner can broadcast them (usually a
-        # handful of rows) instead of shuffling and sorting every offset.
+        # Every count but one in one Spark job (shared scans and exchanges; the value-level
+        # anomalies in one pass over d.values); examples only where found. poll-skip joins the
+        # read pairs with the offsets: counted in a second job, once the pairs are persisted and
+        # their size known, so the planner can broadcast them (usually a handful of rows) instead
+        # of shuffling and sorting every offset.
         t = time.perf_counter()
-        first = [name for name in ANOMALIES if name != "poll-skip"]
-        tagged = [findings[name].select(F.lit(name).alias("anomaly")) for name in first]
-        union = tagged[0]
-        for df in tagged[1:]:
-            union = union.unionAll(df)
+        union = A.value_findings(d)
+        for name in ANOMALIES:
+            if name not in A.VALUE_LEVEL and name != "poll-skip":
+                union = union.unionAll(findings[name].select(F.lit(name).alias("anomaly")))
         found = {r["anomaly"]: r["count"] for r in union.groupBy("anomaly").count().collect()}
         found["poll-skip"] = findings["poll-skip"].count()
         counts = {name: int(found.get(name, 0)) for name in ANOMALIES}
         timings["count_s"] = round(time.perf_counter() - t, 3)
         t = time.perf_counter()
+        if any(counts[name] for name in A.VALUE_LEVEL):
+            d.values.persist(A.DERIVED_STORAGE)  # each anomaly found reads it again for examples
         examples = {name: _examples(name, findings[name], d) if counts[name] else [] for name in ANOMALIES}
         timings["examples_s"] = round(time.perf_counter() - t, 3)
     finally:
