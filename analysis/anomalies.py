@@ -32,7 +32,6 @@ class Derived:
     positions: DataFrame  # key, offset, value, process, index, time, f, type
     offsets: DataFrame  # key, offset, read, next_offset, values (persisted)
     values: DataFrame  # one row per value: what the value-level anomalies need (see _value_table)
-    max_read: DataFrame  # key, max_read_offset
 
     def unpersist(self) -> None:
         self.offsets.unpersist()
@@ -99,11 +98,11 @@ def _by_value(reads: DataFrame, events: DataFrame) -> DataFrame:
             F.max_by("key", first_read_at).alias("first_read_key"),
             F.max_by("offset", first_read_at).alias("first_read_offset"),
         )
-        .select(*_value_findings())
+        .select(*_by_value_columns())
     )
 
 
-def _value_findings() -> list[F.Column]:
+def _by_value_columns() -> list[F.Column]:
     """What the value-level anomalies read of a by_value row: the last ok write (key, offset,
     index, pid), the order of an ok send (null unless it is one, with a known offset and
     process), and flags and example columns of the rarer findings, null when absent (so the
@@ -169,7 +168,7 @@ def value_findings(d: Derived) -> DataFrame:
 
 def derive(events: DataFrame) -> Derived:
     """The tables every anomaly is defined over. `offsets` is persisted: several anomalies (and
-    max_read) read it. `values` is not (see _value_table); persist it before reading it twice."""
+    the highest offset read per key, joined onto `values`) read it. `values` is not (see _value_table); persist it before reading it twice."""
     ok_reads = events.filter((F.col("type") == "ok") & F.col("f").isin(*READ_FS))
     reads = ok_reads.select(
         "process", "pid", "index", "time", "f", "type",
@@ -209,7 +208,7 @@ def derive(events: DataFrame) -> Derived:
     )
     # The highest offset read on each key, from the persisted offsets (no second pass over reads).
     max_read = offsets.filter("read").groupBy("key").agg(F.max("offset").alias("max_read_offset"))
-    return Derived(events, reads, positions, offsets, _value_table(_by_value(reads, events), max_read), max_read)
+    return Derived(events, reads, positions, offsets, _value_table(_by_value(reads, events), max_read))
 
 
 def inconsistent_offsets(d: Derived) -> DataFrame:
