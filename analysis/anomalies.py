@@ -30,7 +30,7 @@ class Derived:
     events: DataFrame
     reads: DataFrame  # process, pid, index, time, f, type, pos, key, offset, value
     positions: DataFrame  # key, offset, value, process, index, time, f, type
-    offsets: DataFrame  # key, offset, read, next_offset, values (persisted)
+    offsets: DataFrame  # key, offset, read, next_offset, value, values (persisted)
     values: DataFrame  # one row per value: what the value-level anomalies need (see _value_table)
 
     def unpersist(self) -> None:
@@ -47,15 +47,18 @@ DERIVED_STORAGE = StorageLevel.DISK_ONLY
 READ, OK_SEND, OK_TXN_SEND, FAILED_WRITE, SEND_INVOKE = 0, 1, 2, 3, 4
 
 
-def _by_value(reads: DataFrame, events: DataFrame) -> DataFrame:
+def _by_value(read_positions: DataFrame, events: DataFrame) -> DataFrame:
     """One row per value with everything the value-level anomalies need, from a single shuffle.
 
-    Every read, ok write, failed write and send invoke becomes a narrow fact row (value, kind,
-    key, offset, index, pid); grouping those by value with plain aggregates (counts, min/max,
-    max_by) keeps Spark on its hash aggregate. This one exchange replaces a group-by for
-    duplicates, an anti-join for unread writes, a join for aborted reads and a join of ok sends
-    with their invokes. The ops behind an example are looked up by index afterwards."""
-    read_facts = reads.select("value", F.lit(READ).alias("kind"), "key", "offset", "index", "pid")
+    Every position a value was read at (read_positions: value, key, offset), ok write, failed
+    write and send invoke becomes a narrow fact row (value, kind, key, offset, index, pid);
+    grouping those by value with plain aggregates (counts, min/max, max_by) keeps Spark on its
+    hash aggregate. This one exchange replaces a group-by for duplicates, an anti-join for
+    unread writes, a join for aborted reads and a join of ok sends with their invokes. The ops
+    behind an example are looked up by index afterwards."""
+    read_facts = read_positions.select(
+        "value", F.lit(READ).alias("kind"), "key", "offset",
+        F.lit(None).cast("long").alias("index"), F.lit(None).cast("long").alias("pid"))
     send_kind = (F.when(F.col("type") == "invoke", F.lit(SEND_INVOKE))
                  .when(F.col("type") == "ok", F.lit(OK_SEND))
                  .when(F.col("type") == "fail", F.lit(FAILED_WRITE)))
@@ -72,7 +75,6 @@ def _by_value(reads: DataFrame, events: DataFrame) -> DataFrame:
     at_position = (kind == READ) | (is_ok_write & F.col("offset").isNotNull())
     ok_at = F.when(is_ok_write, F.col("index"))  # the last ok write of a value is the one that counts
     invoke_at = F.when(kind == SEND_INVOKE, F.col("index"))
-    first_read_at = F.when(kind == READ, -F.col("index"))  # max_by over -index = the first read
     return (
         read_facts.unionByName(send_facts).unionByName(txn_facts)
         # Shuffle the narrow fact rows themselves, then aggregate whole groups: a partial
@@ -81,7 +83,7 @@ def _by_value(reads: DataFrame, events: DataFrame) -> DataFrame:
         .repartition("value")
         .groupBy("value")
         .agg(
-            F.count(F.when(kind == READ, 1)).alias("reads"),
+            F.max(kind == READ).alias("read"),
             F.min(F.when(at_position, F.col("key"))).alias("min_key"),
             F.max(F.when(at_position, F.col("key"))).alias("max_key"),
             F.min(F.when(at_position, F.col("offset"))).alias("min_offset"),
@@ -94,9 +96,6 @@ def _by_value(reads: DataFrame, events: DataFrame) -> DataFrame:
             F.max(invoke_at).alias("invoke_index"),
             F.max_by("pid", invoke_at).alias("invoke_pid"),
             F.min(F.when(kind == FAILED_WRITE, F.col("index"))).alias("failed_index"),
-            (-F.max(first_read_at)).alias("first_read_index"),
-            F.max_by("key", first_read_at).alias("first_read_key"),
-            F.max_by("offset", first_read_at).alias("first_read_offset"),
         )
         .select(*_by_value_columns())
     )
@@ -109,19 +108,16 @@ def _by_value_columns() -> list[F.Column]:
     rows shuffled for the send window are narrow)."""
     c = F.col
     duplicated = (c("min_key") != c("max_key")) | (c("min_offset") != c("max_offset"))
-    aborted = (c("reads") > 0) & c("failed_index").isNotNull()
+    aborted = c("read") & c("failed_index").isNotNull()
     # The invoke of the same process orders the send; without one, its completion does.
     order = F.when(c("invoke_pid") == c("ok_pid"), c("invoke_index")).otherwise(c("ok_index"))
     return [
         "value", "ok_key", "ok_offset", "ok_index", "ok_pid",
         F.when(c("ok_is_send") & c("ok_offset").isNotNull() & c("ok_pid").isNotNull(), order).alias("send_order"),
-        F.when(c("ok_index").isNotNull() & (c("reads") == 0), F.lit(True)).alias("unread"),
+        F.when(c("ok_index").isNotNull() & ~c("read"), F.lit(True)).alias("unread"),
         F.when(duplicated, c("min_key")).alias("duplicate_key"),
         F.when(duplicated, c("min_offset")).alias("duplicate_offset"),
         F.when(aborted, c("failed_index")).alias("aborted_failed_index"),
-        F.when(aborted, c("first_read_index")).alias("aborted_read_index"),
-        F.when(aborted, c("first_read_key")).alias("aborted_read_key"),
-        F.when(aborted, c("first_read_offset")).alias("aborted_read_offset"),
     ]
 
 
@@ -167,8 +163,9 @@ def value_findings(d: Derived) -> DataFrame:
 
 
 def derive(events: DataFrame) -> Derived:
-    """The tables every anomaly is defined over. `offsets` is persisted: several anomalies (and
-    the highest offset read per key, joined onto `values`) read it. `values` is not (see _value_table); persist it before reading it twice."""
+    """The tables every anomaly is defined over. `offsets` is persisted and computed here: several
+    anomalies read it, and so do `values` (the values read at each position, the highest offset
+    read per key). `values` is not (see _value_table); persist it before reading it twice."""
     ok_reads = events.filter((F.col("type") == "ok") & F.col("f").isin(*READ_FS))
     reads = ok_reads.select(
         "process", "pid", "index", "time", "f", "type",
@@ -202,13 +199,22 @@ def derive(events: DataFrame) -> Derived:
         .agg(F.min("value").alias("min_value"), F.max("value").alias("max_value"), F.max("read").alias("read"))
         .select("key", "offset", "read",
                 F.lead("offset").over(Window.partitionBy("key").orderBy("offset")).alias("next_offset"),
+                F.when(F.col("min_value") == F.col("max_value"), F.col("min_value")).alias("value"),
                 # Only where two values met (null elsewhere: a narrow persisted table).
                 F.when(F.col("min_value") != F.col("max_value"), F.array("min_value", "max_value")).alias("values"))
         .persist(DERIVED_STORAGE)
     )
+    # The values read, one row per position rather than per read (half the rows when two
+    # consumers read everything): from offsets where one value was seen, from the reads
+    # themselves where values disagree (min/max cannot say which of three values were read).
+    read_positions = offsets.filter(F.col("read") & F.col("value").isNotNull()).select("value", "key", "offset")
+    disputed = offsets.filter(F.col("values").isNotNull()).select("key", "offset")
+    if disputed.limit(1).count():  # computes and caches offsets now; reads are joined only if needed
+        read_positions = read_positions.unionByName(
+            reads.join(disputed, ["key", "offset"], "left_semi").select("value", "key", "offset"))
     # The highest offset read on each key, from the persisted offsets (no second pass over reads).
     max_read = offsets.filter("read").groupBy("key").agg(F.max("offset").alias("max_read_offset"))
-    return Derived(events, reads, positions, offsets, _value_table(_by_value(reads, events), max_read))
+    return Derived(events, reads, positions, offsets, _value_table(_by_value(read_positions, events), max_read))
 
 
 def inconsistent_offsets(d: Derived) -> DataFrame:
@@ -309,9 +315,13 @@ def aborted_read(d: Derived) -> DataFrame:
     """aborted-read: a read returned a value whose send, or whose transaction, completed `fail`
     (definitely not written, or aborted). `info` writes are unknown, never failures. Counted per
     value."""
-    return d.values.filter(VALUE_LEVEL["aborted-read"]()).select(
-        "value", F.col("aborted_read_key").alias("key"), F.col("aborted_read_offset").alias("offset"),
-        F.array("aborted_read_index", "aborted_failed_index").alias("op_indexes"))
+    aborted = d.values.filter(VALUE_LEVEL["aborted-read"]()).select("value", "aborted_failed_index")
+    # The first read of each (only here, for the examples: the count needs no join).
+    first = (d.reads.join(aborted.select("value"), "value", "left_semi").groupBy("value")
+             .agg(F.min(F.struct("index", "key", "offset")).alias("r")))
+    return aborted.join(first, "value").select(
+        "value", F.col("r.key").alias("key"), F.col("r.offset").alias("offset"),
+        F.array("r.index", "aborted_failed_index").alias("op_indexes"))
 
 
 # Name → function, in results.json order.

@@ -75,6 +75,17 @@ def reads_of_other_keys_interleaved() -> Builder:
     return b
 
 
+def three_values_at_one_offset() -> Builder:
+    # Three leaders in turn each acknowledged a different value at offset 0, and each was read
+    # by someone: divergence, but nothing unread (the middle value is neither min nor max).
+    b = Builder()
+    for process, value in ((1, 1), (2, 2), (3, 3)):
+        b.send(process, 0, value, 0)
+    for process, value in ((10, 1), (11, 2), (12, 3)):
+        b.poll(process, [(0, 0, value)])
+    return b
+
+
 CASES = {
     "info send later read": (info_send_later_read, {}),
     "txn marker gaps": (txn_marker_gaps, {}),
@@ -85,6 +96,7 @@ CASES = {
     "aborted txn read": (aborted_txn_read, {"aborted-read": 1, "poll-skip": 1}),
     "acks=0 unread": (acks0_unread_with_reads_beyond, {"unseen": 1}),
     "keys interleaved": (reads_of_other_keys_interleaved, {}),
+    "three values at one offset": (three_values_at_one_offset, {"inconsistent-offsets": 1}),
 }
 
 
