@@ -1,8 +1,8 @@
 """Checker benchmark: synthetic histories of N events as Parquet, checked by the Spark checker
 and by the same checks written as SQL in DuckDB (the single-machine reference), in one run.
 
-    python bench/bench_checker.py                       # 1M and 10M events
-    python bench/bench_checker.py --sizes 1M,10M,50M --driver-memory 2g
+    python bench/bench_checker.py                       # 1M and 10M events, 3 times each
+    python bench/bench_checker.py --sizes 50M --repeat 1 --driver-memory 2g
 
 An "event" is one history line (an invoke or a completion). Shape: 4 producers, 2 consumers,
 8 keys; every ok send is read by both consumers in polls of 100 records; consumer 0 misses one
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -182,7 +183,12 @@ def main() -> int:
     ap.add_argument("--driver-memory", default="2g")
     ap.add_argument("--workdir", default=None, help="where to write the Parquet (default: a temp folder, removed)")
     ap.add_argument("--keep", action="store_true", help="keep the generated histories")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="check each size this many times with each engine, alternating, and report the "
+                         "medians (default 3: on a noisy machine one pair of samples can be off by a third)")
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from analysis.checker import check_history
     from analysis.spark import get_session
@@ -206,17 +212,24 @@ def main() -> int:
             t = time.perf_counter()
             shape = generate(run / "history.parquet", size)
             gen = time.perf_counter() - t
-            # DuckDB first: run straight after a Spark check it was up to a third slower (the
-            # JVM still collecting garbage and deleting shuffle files), which flattered the ratio.
-            t = time.perf_counter()
-            duck = duckdb_check(run / "history.parquet", cores)
-            duck_s = time.perf_counter() - t
-            t = time.perf_counter()
-            res = check_history(spark, run, None)
-            spark_s = time.perf_counter() - t
+            duck_times, spark_times = [], []
+            for _ in range(args.repeat):
+                # DuckDB first: run straight after a Spark check it was up to a third slower (the
+                # JVM still collecting garbage and deleting shuffle files), which flattered the ratio.
+                t = time.perf_counter()
+                duck = duckdb_check(run / "history.parquet", cores)
+                duck_times.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                res = check_history(spark, run, None)
+                spark_times.append(time.perf_counter() - t)
+                if args.repeat > 1:
+                    print(f"   sample {len(spark_times)}: spark {spark_times[-1]:.1f} s  duckdb {duck_times[-1]:.1f} s  "
+                          f"ratio {spark_times[-1] / duck_times[-1]:.1f}x", flush=True)
+            duck_s, spark_s = statistics.median(duck_times), statistics.median(spark_times)
             agree = duck == res["counts"]
             rows.append((shape["events"], gen, spark_s, duck_s, agree, res["counts"]["poll-skip"], shape["expected_poll_skip"]))
-            print(f"{shape['events']:>12,} events: generate {gen:6.1f} s  spark {spark_s:7.1f} s  duckdb {duck_s:6.1f} s  "
+            median = f" (median of {args.repeat})" if args.repeat > 1 else ""
+            print(f"{shape['events']:>12,} events{median}: generate {gen:6.1f} s  spark {spark_s:7.1f} s  duckdb {duck_s:6.1f} s  "
                   f"ratio {spark_s / duck_s:5.1f}x  counts agree: {agree}  poll-skip {res['counts']['poll-skip']}"
                   f"/{shape['expected_poll_skip']}", flush=True)
             print(f"   spark phases: {res['timings']}", flush=True)
