@@ -209,7 +209,12 @@ def derive(events: DataFrame) -> Derived:
     # themselves where values disagree (min/max cannot say which of three values were read).
     read_positions = offsets.filter(F.col("read") & F.col("value").isNotNull()).select("value", "key", "offset")
     disputed = offsets.filter(F.col("values").isNotNull()).select("key", "offset")
-    if disputed.limit(1).count():  # computes and caches offsets now; reads are joined only if needed
+    try:
+        any_disputed = disputed.limit(1).count() > 0  # computes and caches offsets now
+    except BaseException:
+        offsets.unpersist()
+        raise
+    if any_disputed:  # the reads are joined back in only then
         read_positions = read_positions.unionByName(
             reads.join(disputed, ["key", "offset"], "left_semi").select("value", "key", "offset"))
     # The highest offset read on each key, from the persisted offsets (no second pass over reads).

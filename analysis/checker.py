@@ -119,11 +119,12 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
     history = load_history(spark, run_dir, prefer=prefer)
     timings["load_s"] = round(time.perf_counter() - t0, 3)
 
-    d = A.derive(history.events)
-    # Only reads that are not one after the other: small, and used by two anomalies and their
-    # examples, so it is computed once.
-    pairs = A._read_pairs(d).persist(A.DERIVED_STORAGE)
+    d = pairs = None
     try:
+        d = A.derive(history.events)
+        # Only reads that are not one after the other: small, and used by two anomalies and
+        # their examples, so it is computed once.
+        pairs = A._read_pairs(d).persist(A.DERIVED_STORAGE)
         findings = {name: (A.CHECKS[name](d, pairs) if name in ("nonmonotonic-poll", "poll-skip") else A.CHECKS[name](d))
                     for name in ANOMALIES}
         # Every count but one in one Spark job (shared scans and exchanges; the value-level
@@ -146,8 +147,10 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         examples = {name: _examples(name, findings[name], d) if counts[name] else [] for name in ANOMALIES}
         timings["examples_s"] = round(time.perf_counter() - t, 3)
     finally:
-        pairs.unpersist()
-        d.unpersist()
+        if pairs is not None:
+            pairs.unpersist()
+        if d is not None:
+            d.unpersist()
         history.release()
 
     complete, hws = drain_status(config)
