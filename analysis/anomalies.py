@@ -52,8 +52,8 @@ def _by_value(read_positions: DataFrame, events: DataFrame) -> DataFrame:
 
     Every position a value was read at (read_positions: value, key, offset), ok write, failed
     write and send invoke becomes a narrow fact row (value, kind, key, offset, index, pid);
-    grouping those by value with plain aggregates (counts, min/max, max_by) keeps Spark on its
-    hash aggregate. This one exchange replaces a group-by for duplicates, an anti-join for
+    grouping those by value with plain aggregates (min/max, max_by) keeps Spark on its hash
+    aggregate. This one exchange replaces a group-by for duplicates, an anti-join for
     unread writes, a join for aborted reads and a join of ok sends with their invokes. The ops
     behind an example are looked up by index afterwards."""
     read_facts = read_positions.select(
