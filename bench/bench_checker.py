@@ -232,7 +232,8 @@ def main() -> int:
             print(f"{shape['events']:>12,} events{median}: generate {gen:6.1f} s  spark {spark_s:7.1f} s  duckdb {duck_s:6.1f} s  "
                   f"ratio {spark_s / duck_s:5.1f}x  counts agree: {agree}  poll-skip {res['counts']['poll-skip']}"
                   f"/{shape['expected_poll_skip']}", flush=True)
-            print(f"   spark phases: {res['timings']}", flush=True)
+            last = " (last sample)" if args.repeat > 1 else ""
+            print(f"   spark phases{last}: {res['timings']}", flush=True)
             if not agree:
                 print(f"   spark {res['counts']}\n   duckdb {duck}", flush=True)
             if not args.keep:
