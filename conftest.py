@@ -26,7 +26,7 @@ def report_figure(request: pytest.FixtureRequest):
 @pytest.fixture(scope="session")
 def prepared():
     """Docker engine, base image and Kafka jars, prepared once per session (idempotent)."""
-    from harness.bootstrap import prepare
+    from harness.provision.bootstrap import prepare
 
     return prepare()
 

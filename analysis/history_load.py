@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from analysis.names import OP_TYPES
+from harness.history.format import CLIENT_FS, NEMESIS, READ_FS, RESET_FS, SEEKS, TYPES as OP_TYPES, event_problem
 
 RECORD = T.StructType(
     [T.StructField(n, T.LongType()) for n in ("key", "offset", "value", "epoch")]
@@ -59,6 +59,13 @@ RAW_JSONL = T.StructType(
 VALUE_FS = ("send", "poll", "txn", "assign", "subscribe")
 
 
+# A value field that should hold an int (or null) but holds a string, a bool, an object, an
+# array or a non-integral number. from_json nulls such a field instead of failing, and a null
+# offset is legal, so without this rule `"offset": "7"` would pass Spark and fail the plain
+# validator. One regex over the value's text; applied to client events only.
+WRONG_INT = r'"(key|value|offset|epoch)"\s*:\s*("|t|f|\{|\[|-?[0-9]+[.eE])|"keys"\s*:\s*\[[^\]]*[^-0-9,\s\]]'
+
+
 class HistoryError(Exception):
     """The history cannot be checked: missing, unreadable or malformed (exit code 2)."""
 
@@ -78,47 +85,7 @@ class History:
             self.cached.unpersist()
 
 
-# ---------------------------------------------------------------------------- plain-Python rules
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def event_problem(e: Any) -> str | None:
-    """Why one parsed event is unusable by the checker, or None. Mirrors `_problem_column`;
-    used on the error path to name the line, and by the reference checker's loader."""
-    if not isinstance(e, dict):
-        return "the line is not a JSON object"
-    for k in ("index", "time"):
-        if not _is_int(e.get(k)):
-            return f"field {k!r} must be an int, got {e.get(k)!r}"
-    if e.get("process") is None:
-        return "field 'process' is missing"
-    if e.get("type") not in OP_TYPES:
-        return f"field 'type' must be one of {', '.join(OP_TYPES)}, got {e.get('type')!r}"
-    if not isinstance(e.get("f"), str):
-        return f"field 'f' must be a string, got {e.get('f')!r}"
-    f, t, v = e["f"], e["type"], e.get("value")
-    if f == "send":
-        if not isinstance(v, dict) or not _is_int(v.get("key")) or not _is_int(v.get("value")):
-            return f"a send's value must be {{key: int, value: int, ...}}, got {v!r}"
-        if v.get("offset") is not None and not _is_int(v.get("offset")):
-            return f"a send's offset must be an int or null, got {v.get('offset')!r}"
-    if f in ("poll", "txn") and t == "ok":
-        if not isinstance(v, dict) or not isinstance(v.get("records"), list):
-            return f"an ok {f}'s value must hold a 'records' list, got {v!r}"
-        for r in v["records"]:
-            if not isinstance(r, dict) or not all(_is_int(r.get(k)) for k in ("key", "offset", "value")):
-                return f"a record must be {{key: int, offset: int, value: int, ...}}, got {r!r}"
-    if f == "txn" and t != "invoke":
-        sends = v.get("sends") if isinstance(v, dict) else None
-        if not isinstance(sends, list):
-            return f"a txn completion's value must hold a 'sends' list, got {v!r}"
-        for s in sends:
-            if not isinstance(s, dict) or not _is_int(s.get("key")) or not _is_int(s.get("value")):
-                return f"a txn send must be {{key: int, value: int, ...}}, got {s!r}"
-    return None
-
-
+# ---------------------------------------------------------------------------- error path (plain Python)
 def scan_jsonl(path: Path) -> tuple[int, str] | None:
     """First bad line (1-based line number, reason) of a JSONL history, or None. Error path only:
     a streaming plain-Python pass, so it never holds the history in memory."""
@@ -170,29 +137,38 @@ def _has_null(arr: Column) -> Column:
     return F.size(F.array_intersect(arr, F.array(F.lit(None).cast(T.LongType())))) > 0
 
 
-def _problem_column(df: DataFrame, has_corrupt: bool) -> Column:
-    """Spark twin of `event_problem`: a reason string for rows the checker cannot use."""
-    v = F.col("value")
+def _problem_column(df: DataFrame, has_corrupt: bool, value_text: Column | None) -> Column:
+    """Spark twin of `harness.history.event_problem`: a reason string for rows the checker cannot
+    use. `value_text` is the value's JSON text when the source holds it (JSONL, our Parquet)."""
+    v, f, type_ = F.col("value"), F.col("f"), F.col("type")
+    client = F.col("process") != F.lit(NEMESIS)
     # A null record or send has null fields too (array<struct>.field yields null for it).
     rec_bad = lambda a: _has_null(a["key"]) | _has_null(a["offset"]) | _has_null(a["value"])  # noqa: E731
     send_bad = lambda a: _has_null(a["key"]) | _has_null(a["value"])  # noqa: E731
     c = F.when(F.lit(False), F.lit(None))
     if has_corrupt:
         c = c.when(F.col("_corrupt").isNotNull(), F.lit("not valid JSON, or a field has the wrong type"))
-    return (
-        c.when(F.col("index").isNull(), F.lit("field 'index' is missing or not an int"))
-        .when(F.col("time").isNull(), F.lit("field 'time' is missing or not an int"))
+    c = (
+        c.when(F.col("index").isNull() | (F.col("index") < 0), F.lit("field 'index' must be a non-negative int"))
+        .when(F.col("time").isNull() | (F.col("time") < 0), F.lit("field 'time' must be a non-negative int"))
         .when(F.col("process").isNull(), F.lit("field 'process' is missing"))
-        .when(~F.col("type").isin(*OP_TYPES) | F.col("type").isNull(), F.lit("field 'type' is not invoke/ok/fail/info"))
-        .when(F.col("f").isNull(), F.lit("field 'f' is missing"))
-        .when((F.col("f") == "send") & (v.isNull() | v["key"].isNull() | v["value"].isNull()),
-              F.lit("a send's value must be {key: int, value: int, ...}"))
-        .when(F.col("f").isin("poll", "txn") & (F.col("type") == "ok")
-              & (v.isNull() | v["records"].isNull() | rec_bad(v["records"])),
+        .when(~type_.isin(*OP_TYPES) | type_.isNull(), F.lit("field 'type' is not invoke/ok/fail/info"))
+        .when(f.isNull(), F.lit("field 'f' is missing"))
+    )
+    if value_text is not None:
+        c = c.when(client & f.isin(*CLIENT_FS) & value_text.rlike(WRONG_INT),
+                   F.lit("a value field that must be an int holds something else"))
+    seeks = [s for s in SEEKS if s is not None]
+    return (
+        c.when(client & (f == "send") & (v.isNull() | v["key"].isNull() | v["value"].isNull()),
+               F.lit("a send's value must be {key: int, value: int, ...}"))
+        .when(client & f.isin(*READ_FS) & (type_ == "ok") & (v.isNull() | v["records"].isNull() | rec_bad(v["records"])),
               F.lit("an ok poll/txn must hold records of {key: int, offset: int, value: int}"))
-        .when((F.col("f") == "txn") & (F.col("type") != "invoke")
-              & (v.isNull() | v["sends"].isNull() | send_bad(v["sends"])),
+        .when(client & (f == "txn") & (type_ != "invoke") & (v.isNull() | v["sends"].isNull() | send_bad(v["sends"])),
               F.lit("a txn completion must hold sends of {key: int, value: int, ...}"))
+        .when(client & f.isin(*RESET_FS) & (v.isNull() | v["keys"].isNull() | _has_null(v["keys"])
+                                            | (v["seek"].isNotNull() & ~v["seek"].isin(*seeks))),
+              F.lit("an assign/subscribe must hold keys [int, ...] and a seek of beginning, committed or null"))
     )
 
 
@@ -245,6 +221,8 @@ def _normalise(df: DataFrame) -> DataFrame:
     ]
     if "_corrupt" in df.columns:
         cols.append(F.col("_corrupt"))
+    if isinstance(df.schema["value"].dataType, T.StringType):
+        cols.append(F.col("value").alias("_value_text"))  # for the type rules; dropped once validated
     return df.select(*cols)
 
 
@@ -288,7 +266,9 @@ def load_history(spark: SparkSession, run_dir: Path | str, prefer: str | None = 
         if missing:
             raise HistoryError(f"{path}: missing column(s) {', '.join(missing)}; history format v1 needs them")
     events = _normalise(raw)
-    events = events.withColumn("_problem", _problem_column(events, "_corrupt" in events.columns))
+    text = F.col("_value_text") if "_value_text" in events.columns else None
+    # The text is dropped at once (before the persist below): _problem is computed from it in the same projection.
+    events = events.withColumn("_problem", _problem_column(events, "_corrupt" in events.columns, text)).drop("_value_text")
     cached = None
     if fmt == "jsonl":
         # Parsing JSON text dominates a JSONL check: parse once, reuse for every anomaly.

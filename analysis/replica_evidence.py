@@ -1,6 +1,6 @@
 """replica-divergence: evidence from the brokers' own logs rather than from the clients' history.
 
-After a scenario, `harness.replicas` dumps every replica's log with Kafka's DumpLogSegments and
+After a scenario, `harness.cluster.replicas` dumps every replica's log with Kafka's DumpLogSegments and
 writes `replicas.json`. Replicas that, once healed, hold different values at the same offset have
 diverged: Kafka's replication promises that followers converge on the leader's log. Only unclean
 leader election gives that up (KIP-101 appendix (a)), so divergence is forbidden everywhere else.

@@ -34,7 +34,7 @@ def cli(verbose: bool) -> None:
 @click.option("--kafka-version", default=None, help="Kafka release to resolve (default: the pinned 4.x; env KAFKA_HARNESS_KAFKA_VERSION).")
 def bootstrap(kafka_version: str | None) -> None:
     """Prepare this machine: Docker engine, base image, Kafka jars. Idempotent."""
-    from harness.bootstrap import prepare
+    from harness.provision.bootstrap import prepare
 
     with console.status("preparing: Docker engine, base image (first time: debootstrap, ~1 min), Kafka jars (first time: Maven, ~30 s)"):
         prepared = prepare(kafka_version)
@@ -47,8 +47,8 @@ def bootstrap(kafka_version: str | None) -> None:
 @click.option("--dry-run", is_flag=True, help="List what would be removed, remove nothing.")
 def cleanup(run_id: str | None, dry_run: bool) -> None:
     """Remove containers and networks left by crashed or killed runs (everything carrying the harness label)."""
-    from harness import cleanup as cleaning
-    from harness.docker_engine import docker_answers
+    from harness.provision import cleanup as cleaning
+    from harness.provision.docker_engine import docker_answers
 
     if not docker_answers():
         raise HarnessError("no Docker engine answers, so there is nothing to clean up from here.", hint="run `python -m harness bootstrap` to start it")

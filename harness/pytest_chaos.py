@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import pytest
 
-from harness.settings import DEFAULT_KAFKA_VERSION
+from harness.provision.settings import DEFAULT_KAFKA_VERSION
 
 DEFAULT_WORKLOADS = ("queue",)
 DEFAULT_NEMESES = ("partition", "kill", "pause", "clock", "loss", "partition+kill+pause+clock")

@@ -26,7 +26,7 @@ from typing import Any, Callable, Protocol
 from harness.cluster import KafkaCluster, new_run_id
 from harness.errors import HarnessError
 from harness.history import FORMAT_VERSION, Recorder
-from harness.settings import kafka_version as resolve_kafka_version
+from harness.provision.settings import kafka_version as resolve_kafka_version
 
 log = logging.getLogger(__name__)
 

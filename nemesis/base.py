@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from harness.cluster import KafkaCluster
-    from harness.node import Node
+    from harness.cluster.node import Node
 
 log = logging.getLogger("nemesis")
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.broker_config import EXTERNAL_PORT
+from harness.cluster.broker_config import EXTERNAL_PORT
 from harness.errors import HarnessError
 
 if TYPE_CHECKING:
-    from harness.node import Node
+    from harness.cluster.node import Node
 
 
 

@@ -25,7 +25,7 @@ from nemesis.base import Nemesis
 from nemesis.targets import choose_nodes
 
 if TYPE_CHECKING:
-    from harness.node import Node
+    from harness.cluster.node import Node
 
 SHAPES = ("one", "leader", "controller", "halves", "majorities-ring", "bridge", "minority-third", "client")
 

@@ -14,7 +14,7 @@ from harness.errors import HarnessError
 
 if TYPE_CHECKING:
     from harness.cluster import KafkaCluster
-    from harness.node import Node
+    from harness.cluster.node import Node
 
 log = logging.getLogger("nemesis")
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness.cleanup import leftovers
+from harness.provision.cleanup import leftovers
 from harness.cluster import KafkaCluster
 from harness.errors import ClusterError, KafkaVersionError
 from workloads.roundtrip import RoundTrip, consume, produce

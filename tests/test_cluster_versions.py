@@ -7,7 +7,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from harness.cleanup import leftovers
+from harness.provision.cleanup import leftovers
 from harness.cluster import KafkaCluster
 from harness.errors import ClusterError
 

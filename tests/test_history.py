@@ -37,8 +37,8 @@ def test_recorder_writes_valid_v1_from_many_threads_and_parquet_at_close(tmp_pat
     def worker(p: int) -> None:
         for n in range(500):
             v = p * 1000 + n
-            rec.invoke(p, "send", {"key": n % 4, "value": v})
-            rec.complete(p, "ok", "send", {"key": n % 4, "value": v, "offset": n, "epoch": 0})
+            rec.record(p, "invoke", "send", {"key": n % 4, "value": v})
+            rec.record(p, "ok", "send", {"key": n % 4, "value": v, "offset": n, "epoch": 0})
 
     threads = [threading.Thread(target=worker, args=(p,)) for p in range(4)]
     for t in threads:
@@ -61,7 +61,7 @@ def test_recorder_writes_valid_v1_from_many_threads_and_parquet_at_close(tmp_pat
 
 def test_recorder_flushes_within_200_ms_without_close(tmp_path: Path):
     rec = Recorder(tmp_path / "h.jsonl")
-    rec.invoke(0, "poll")
+    rec.record(0, "invoke", "poll")
     time.sleep(0.25)
     assert len(read_history(tmp_path / "h.jsonl")) == 1
     rec.close(parquet=False)
@@ -74,8 +74,8 @@ rec = Recorder(sys.argv[1])
 n = 0
 print("started", flush=True)
 while True:
-    rec.invoke(0, "send", {"key": n % 8, "value": n, "pad": "x" * 200})
-    rec.complete(0, "ok", "send", {"key": n % 8, "value": n, "offset": n, "epoch": 1})
+    rec.record(0, "invoke", "send", {"key": n % 8, "value": n, "pad": "x" * 200})
+    rec.record(0, "ok", "send", {"key": n % 8, "value": n, "offset": n, "epoch": 1})
     n += 1
     if n % 1000 == 0:
         time.sleep(0.001)
@@ -162,7 +162,7 @@ def test_recorder_refuses_events_after_close(tmp_path: Path):
     rec = Recorder(tmp_path / "h.jsonl")
     rec.close(parquet=False)
     with pytest.raises(RuntimeError, match="closed"):
-        rec.invoke(0, "poll")
+        rec.record(0, "invoke", "poll")
 
 
 def test_send_fast_path_writes_exactly_what_json_would(tmp_path: Path):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.metadata_views import BrokerView, collect_views, majority_view
+from harness.cluster.metadata_views import BrokerView, collect_views, majority_view
 
 
 def view(responder: int, isr: list[int], other_topic_isr: list[int] | None = None) -> BrokerView:

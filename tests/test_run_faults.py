@@ -54,7 +54,7 @@ def test_safe_profile_under_partition_kill_pause_clock_loses_nothing(prepared, s
 
     # The report of this real run opens in headless Chromium: no JS error, every plot drawn, no request out,
     # and every injected fault is drawn as a labelled band.
-    from harness.browser import ensure_chromium
+    from tests.browser import ensure_chromium
     from tests.reports.test_browser import check_page
 
     ensure_chromium()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.replicas import divergence, dump_tool, parse_checkpoint, parse_dump
+from harness.cluster.replicas import divergence, dump_tool, parse_checkpoint, parse_dump
 
 ROOT = Path(__file__).parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "dumplog"

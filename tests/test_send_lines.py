@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from harness import send_lines
+from harness.history import send_lines
 from harness.history import Recorder, read_history, validate_history
-from harness.send_lines import OTHER, SEND_INVOKE, SEND_OK, python_send_line
+from harness.history.send_lines import OTHER, SEND_INVOKE, SEND_OK, python_send_line
 
 I64 = st.integers(-(2**63), 2**63 - 1)
 row = st.tuples(st.sampled_from([SEND_INVOKE, SEND_OK, OTHER]), st.integers(0, 2**62), I64, I64, I64,
@@ -68,9 +68,9 @@ def test_compiled_lines_parse_as_the_v1_send_events():
 def test_other_events_keep_their_place_between_sends(tmp_path: Path):
     rec = Recorder(tmp_path / "h.jsonl")
     rec.send_invoke(0, 1, 10)
-    rec.invoke(1, "poll")
+    rec.record(1, "invoke", "poll")
     rec.send_ok(0, 1, 10, 0, None)
-    rec.complete(1, "ok", "poll", {"records": [{"key": 1, "offset": 0, "value": 10, "epoch": 2}]})
+    rec.record(1, "ok", "poll", {"records": [{"key": 1, "offset": 0, "value": 10, "epoch": 2}]})
     rec.send_invoke(0, 2, 11)
     rec.send(0, "info", 2, 11, None, None, "_MSG_TIMED_OUT: Local: Message timed out")
     rec.nemesis("kill", {"targets": [1]})
@@ -98,8 +98,8 @@ def test_hot_path_from_many_threads_loses_and_reorders_nothing(tmp_path: Path):
             rec.send_invoke(p, n % 8, v)
             rec.send_ok(p, n % 8, v, n, None)
             if n % 997 == 0:
-                rec.invoke(p + 100, "poll")
-                rec.complete(p + 100, "ok", "poll", {"records": []})
+                rec.record(p + 100, "invoke", "poll")
+                rec.record(p + 100, "ok", "poll", {"records": []})
 
     threads = [threading.Thread(target=producer, args=(p,)) for p in range(4)]
     for t in threads:

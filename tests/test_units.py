@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from harness.base_image import ImageRecipe
-from harness.broker_config import NodeSpec, server_properties
+from harness.provision.base_image import ImageRecipe
+from harness.cluster.broker_config import NodeSpec, server_properties
 from harness.errors import HarnessError, KafkaVersionError
-from harness.kafka_jars import broker_pom, parse_version, scala_suffix
-from harness.quorum import parse_quorum_state
+from harness.provision.kafka_jars import broker_pom, parse_version, scala_suffix
+from harness.cluster.quorum import parse_quorum_state
 
 
 def props(text: str) -> dict[str, str]:

@@ -23,16 +23,16 @@ from typing import Any, Callable
 
 from confluent_kafka import Consumer, ElectionType, KafkaException, TopicPartition
 
-from harness import replicas as replica_evidence
+from harness.cluster import replicas as replica_evidence
 from harness.cluster import KafkaCluster, new_run_id
 from harness.errors import HarnessError
 from harness.history import FORMAT_VERSION, Recorder
-from harness.kafka_jars import kraft_supported
-from harness.node import Node
-from harness.replicas import version_tuple
+from harness.provision.kafka_jars import kraft_supported
+from harness.cluster.node import Node
+from harness.cluster.replicas import version_tuple
 from harness.run import _write_json, cluster_description, prepare_store
 from harness.scenarios import Scenario
-from harness.settings import kafka_version as resolve_kafka_version
+from harness.provision.settings import kafka_version as resolve_kafka_version
 from nemesis import net
 from workloads.clients import ConsumerClient, ProcessIds, ProducerClient
 from workloads.profiles import PROFILES, Profile
@@ -246,8 +246,8 @@ class ScenarioContext:
 
     def tool(self, node: Node, main: str, args: str, timeout_s: int = 90) -> tuple[int, str]:
         """Run one of Kafka's command-line tools inside `node`'s container."""
-        from harness.broker_config import KAFKA_LIBS
-        from harness.node import JDK17_OPENS
+        from harness.cluster.broker_config import KAFKA_LIBS
+        from harness.cluster.node import JDK17_OPENS
 
         code, out = node.exec(f"timeout {timeout_s} java -Xmx192m {JDK17_OPENS} -cp '{KAFKA_LIBS}/*' {main} {args} 2>&1")
         return code, out

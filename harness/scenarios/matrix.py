@@ -98,7 +98,7 @@ def run_matrix(chosen: list[Scenario], versions: list[str], store: Path | str, u
 def table_from_store(store: Path | str, use_checker: bool = True, echo: Callable[[str], None] = print) -> str:
     """The table for every scenario run already in `store` (newest run per scenario and version),
     checked with the normal checker unless results.json exists or `use_checker` is off."""
-    from harness.replicas import version_tuple
+    from harness.cluster.replicas import version_tuple
     from harness.scenarios import scenarios
 
     order = list(scenarios())

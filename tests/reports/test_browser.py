@@ -15,7 +15,7 @@ import pytest
 from analysis.dashboard import render_dashboard
 from analysis.names import ANOMALIES
 from analysis.report import render_report
-from harness.browser import ensure_chromium, load_page
+from tests.browser import ensure_chromium, load_page
 from tests.reports.conftest import run_of
 
 pytestmark = pytest.mark.slow

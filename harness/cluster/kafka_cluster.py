@@ -31,8 +31,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from testcontainers.core.config import testcontainers_config
 from testcontainers.core.network import Network
 
-from harness.bootstrap import prepare
-from harness.broker_config import (
+from harness.provision.bootstrap import prepare
+from harness.cluster.broker_config import (
     NODE_DIR,
     ZOOKEEPER_PORT,
     NodeSpec,
@@ -42,11 +42,11 @@ from harness.broker_config import (
     zookeeper_properties,
 )
 from harness.errors import ClusterError
-from harness.kafka_jars import KafkaDistribution
-from harness.node import KAFKA_MAIN, ZOOKEEPER_MAIN, KafkaNodeContainer, Node, network_address, start_script
-from harness.metadata_views import BrokerView, collect_views, majority_view
-from harness.quorum import read_active_controller
-from harness.settings import RUN_LABEL
+from harness.provision.kafka_jars import KafkaDistribution
+from harness.cluster.node import KAFKA_MAIN, ZOOKEEPER_MAIN, KafkaNodeContainer, Node, network_address, start_script
+from harness.cluster.metadata_views import BrokerView, collect_views, majority_view
+from harness.cluster.quorum import read_active_controller
+from harness.provision.settings import RUN_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -341,7 +341,7 @@ class KafkaCluster:
         raise ClusterError(f"no node {node_id} in this cluster (nodes: {[n.node_id for n in self.nodes]})")
 
     def broker_views(self) -> dict[int, BrokerView]:
-        """Each reachable broker's own metadata, keyed by broker id (see harness.metadata_views)."""
+        """Each reachable broker's own metadata, keyed by broker id (see harness.cluster.metadata_views)."""
         return collect_views({b.node_id: f"127.0.0.1:{b.host_port}" for b in self.brokers})
 
     def partition_state(self, topic: str) -> dict[int, dict[str, Any]]:

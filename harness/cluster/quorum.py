@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from harness.broker_config import DATA_DIR
+from harness.cluster.broker_config import DATA_DIR
 
 if TYPE_CHECKING:
-    from harness.node import Node
+    from harness.cluster.node import Node
 
 QUORUM_STATE = f"{DATA_DIR}/__cluster_metadata-0/quorum-state"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import docker
 
-from harness.settings import RUN_LABEL
+from harness.provision.settings import RUN_LABEL
 
 
 @dataclass

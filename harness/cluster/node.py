@@ -22,9 +22,9 @@ from pathlib import Path
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
-from harness.broker_config import EXTERNAL_PORT, KAFKA_LIBS, NODE_DIR, NodeSpec
+from harness.cluster.broker_config import EXTERNAL_PORT, KAFKA_LIBS, NODE_DIR, NodeSpec
 from harness.errors import ClusterError
-from harness.settings import RUN_LABEL
+from harness.provision.settings import RUN_LABEL
 
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 DEFAULT_HEAP = "-Xms256m -Xmx1g"
@@ -73,7 +73,7 @@ class KafkaNodeContainer(DockerContainer):
         self.with_name(f"kh-{run_id}-{spec.hostname}")
         self.with_network_aliases(spec.hostname)
         self._extra["hostname"] = spec.hostname
-        self._labels.update({RUN_LABEL: run_id, "io.kafka-harness.node-id": str(spec.node_id)})
+        self._labels.update({RUN_LABEL: run_id, "io.kafka-harness.cluster.node-id": str(spec.node_id)})
         if spec.is_broker:
             self.ports[f"{EXTERNAL_PORT}/tcp"] = ("127.0.0.1",)  # loopback only, random host port
         return self

@@ -43,7 +43,7 @@ def ensure_chromium() -> str:
     path = find_chromium()
     if path:
         return path
-    from harness.docker_engine import apt_install
+    from harness.provision.docker_engine import apt_install
 
     apt_install(["chromium"], "headless Chromium (to check the HTML reports)")
     path = find_chromium()

@@ -11,10 +11,10 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from harness.base_image import ensure_base_image
-from harness.docker_engine import apt_install, ensure_docker_engine
-from harness.kafka_jars import KafkaDistribution, ensure_kafka_jars
-from harness.settings import kafka_version
+from harness.provision.base_image import ensure_base_image
+from harness.provision.docker_engine import apt_install, ensure_docker_engine
+from harness.provision.kafka_jars import KafkaDistribution, ensure_kafka_jars
+from harness.provision.settings import kafka_version
 
 log = logging.getLogger(__name__)
 

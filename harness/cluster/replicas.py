@@ -23,12 +23,12 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.broker_config import DATA_DIR, KAFKA_LIBS
-from harness.node import JDK17_OPENS
+from harness.cluster.broker_config import DATA_DIR, KAFKA_LIBS
+from harness.cluster.node import JDK17_OPENS
 
 if TYPE_CHECKING:
     from harness.cluster import KafkaCluster
-    from harness.node import Node
+    from harness.cluster.node import Node
 
 MAX_DIFFERENCES = 20
 

@@ -1,7 +1,7 @@
 """The history: every operation of a run as plain data, written as it happens (format v1, docs/history.md).
 
 `Recorder` is thread-safe and append-only. Recording an event appends one row
-of seven int64s to a buffer (`harness.send_lines.ROW`) with a single
+of seven int64s to a buffer (`harness.history.send_lines.ROW`) with a single
 `array.frombytes`, which is atomic under CPython's GIL, so the hot path takes no
 lock and formats nothing. Events with free-form values (polls, assigns, nemesis,
 failed sends) are formatted in the caller's thread, all but their index and
@@ -17,35 +17,29 @@ no event waits much more than 50 ms (the format promises 200). A SIGKILL can
 therefore cut only the last line, and `read_history` drops an incomplete last
 line. `close()` flushes and writes `history.parquet` beside the JSONL file.
 
-`validate_history` / `validate_events` check a history against v1 and return
-the problems found (an empty list means valid).
+Reading, validating and writing history files is `harness.history.files`.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import threading
 import time
 from array import array
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
-from harness import send_lines
-from harness.send_lines import OTHER, ROW, SEND_INVOKE, SEND_OK, WIDTH
+from harness.history import send_lines
+from harness.history.files import dumps as _dumps, write_parquet
+from harness.history.format import NEMESIS, TYPE_CODES, TYPES
+from harness.history.send_lines import OTHER, ROW, SEND_INVOKE, SEND_OK, WIDTH
 
-FORMAT_VERSION = 1
-TYPES = ("invoke", "ok", "fail", "info")
-TYPE_CODES = {t: i for i, t in enumerate(TYPES)}  # how an OTHER row stores its type
-CLIENT_FS = ("send", "poll", "assign", "subscribe", "txn", "crash")
-NEMESIS = "nemesis"
 FLUSH_INTERVAL_S = 0.05  # a line waits at most one interval plus one batch (the format promises 200 ms)
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _now = time.monotonic_ns
 _pack = ROW.pack
 
@@ -125,12 +119,6 @@ class Recorder:
         self._append_other(_SEND_TAIL % (int(process), type, int(key), int(value),
                                          "null" if offset is None else int(offset),
                                          "null" if epoch is None else int(epoch), _error_field(error)), type)
-
-    def invoke(self, process: int, f: str, value: Any = None) -> None:
-        self.record(process, "invoke", f, value)
-
-    def complete(self, process: int, type: str, f: str, value: Any = None, error: str | None = None) -> None:
-        self.record(process, type, f, value, error)
 
     def nemesis(self, f: str, value: dict[str, Any]) -> None:
         """A fault event: process "nemesis", type "info", `value` describing targets and what was done."""
@@ -215,186 +203,3 @@ class Recorder:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-# --- reading ------------------------------------------------------------------
-def read_history(path: Path | str) -> list[dict[str, Any]]:
-    """Events of a history file. An incomplete last line (a SIGKILL mid-write) is dropped; any other bad line raises."""
-    events = []
-    with open(path, "rb") as fh:
-        data = fh.read()
-    lines = data.split(b"\n")
-    complete, tail = lines[:-1], lines[-1]  # tail is b"" when the file ends with a newline
-    for number, line in enumerate(complete, 1):
-        if line.strip():
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not JSON: {exc}") from exc
-    del tail  # a partial line carries no complete event
-    return events
-
-
-def write_parquet(jsonl: Path, target: Path) -> Path:
-    """history.parquet: the same events, columnar. `process` is a string ("3" or "nemesis");
-    `value` is the JSON text of the value, so every `f` fits one schema."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    events = read_history(jsonl)
-    table = pa.table(
-        {
-            "index": pa.array([e["index"] for e in events], pa.int64()),
-            "time": pa.array([e["time"] for e in events], pa.int64()),
-            "process": pa.array([str(e["process"]) for e in events], pa.string()),
-            "type": pa.array([e["type"] for e in events], pa.string()),
-            "f": pa.array([e["f"] for e in events], pa.string()),
-            "value": pa.array([_dumps(e.get("value")) for e in events], pa.string()),
-            "error": pa.array([e.get("error") for e in events], pa.string()),
-        }
-    )
-    table = table.replace_schema_metadata({"history_format": str(FORMAT_VERSION)})
-    tmp = target.with_suffix(".parquet.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, target)  # never a half-written parquet under the real name
-    return target
-
-
-# --- validation (format v1) ---------------------------------------------------------
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _opt_int(x: Any) -> bool:
-    return x is None or _is_int(x)
-
-
-def _check_record(r: Any) -> str | None:
-    if not isinstance(r, dict):
-        return "a record is not an object"
-    for k in ("key", "offset", "value"):
-        if not _is_int(r.get(k)):
-            return f"record field {k!r} must be an int, got {r.get(k)!r}"
-    if not _opt_int(r.get("epoch")):
-        return f"record epoch must be an int or null, got {r.get('epoch')!r}"
-    return None
-
-
-def _check_send_value(v: Any, completion: bool) -> str | None:
-    if not isinstance(v, dict) or not _is_int(v.get("key")) or not _is_int(v.get("value")):
-        return f"send value must be {{key: int, value: int, ...}}, got {v!r}"
-    if completion:
-        if "offset" not in v or "epoch" not in v:
-            return f"send completion needs offset and epoch (int or null), got {v!r}"
-        if not _opt_int(v["offset"]) or not _opt_int(v["epoch"]):
-            return f"send offset/epoch must be int or null, got {v!r}"
-    return None
-
-
-def _check_value(f: str, type_: str, v: Any) -> str | None:
-    completion = type_ != "invoke"
-    if f == "send":
-        return _check_send_value(v, completion)
-    if f == "poll":
-        if type_ == "invoke":
-            return None if v is None else f"poll invoke value must be null, got {v!r}"
-        if type_ != "ok":
-            return None  # a failed or unknown poll returned nothing to check
-        if not isinstance(v, dict) or not isinstance(v.get("records"), list):
-            return f"poll ok value must be {{records: [...]}}, got {v!r}"
-        for r in v["records"]:
-            if (problem := _check_record(r)) is not None:
-                return problem
-        return None
-    if f in ("assign", "subscribe"):
-        if not isinstance(v, dict) or not isinstance(v.get("keys"), list) or not all(_is_int(k) for k in v["keys"]):
-            return f"{f} value must be {{keys: [int...], seek: ...}}, got {v!r}"
-        if v.get("seek") not in ("beginning", "committed", None):
-            return f"{f} seek must be 'beginning', 'committed' or null, got {v.get('seek')!r}"
-        return None
-    if f == "txn":
-        if not isinstance(v, dict) or not isinstance(v.get("sends"), list) or not isinstance(v.get("records"), list):
-            return f"txn value must be {{sends: [...], records: [...]}}, got {v!r}"
-        for s in v["sends"]:
-            if (problem := _check_send_value(s, completion)) is not None:
-                return "txn " + problem
-        for r in v["records"]:
-            if (problem := _check_record(r)) is not None:
-                return "txn " + problem
-        return None
-    return None  # crash: any value
-
-
-def validate_events(events: Iterable[dict[str, Any]]) -> list[str]:
-    """Problems of a v1 history, each naming the event's index; [] means valid."""
-    problems: list[str] = []
-    last_index, last_time = -1, -1
-    open_sends: dict[int, set[int]] = {}  # process -> values of sends invoked, not completed
-    open_seq: dict[int, str] = {}  # process -> f of its open poll/assign/subscribe/txn
-    for n, e in enumerate(events):
-        where = f"event #{n} (index {e.get('index')!r})" if isinstance(e, dict) else f"event #{n}"
-        if not isinstance(e, dict):
-            problems.append(f"{where}: not an object")
-            continue
-        missing = [k for k in ("index", "time", "process", "type", "f", "value") if k not in e]
-        if missing:
-            problems.append(f"{where}: missing field(s) {missing}")
-            continue
-        index, t, process, type_, f, value = (e[k] for k in ("index", "time", "process", "type", "f", "value"))
-        if not _is_int(index) or index <= last_index:
-            problems.append(f"{where}: index must be an int strictly greater than {last_index}")
-        else:
-            last_index = index
-        if not _is_int(t) or t < 0:
-            problems.append(f"{where}: time must be a non-negative int (ns since run start)")
-        elif t < last_time:
-            problems.append(f"{where}: time {t} goes backwards (previous {last_time})")
-        else:
-            last_time = t
-        if type_ not in TYPES:
-            problems.append(f"{where}: type {type_!r} is not one of {TYPES}")
-            continue
-        if "error" in e and e["error"] is not None and not isinstance(e["error"], str):
-            problems.append(f"{where}: error must be a string")
-        if process == NEMESIS:
-            if type_ != "info" or not isinstance(f, str) or not isinstance(value, dict):
-                problems.append(f"{where}: nemesis events need type 'info', a string f and an object value")
-            continue
-        if not _is_int(process) or process < 0:
-            problems.append(f"{where}: process must be a non-negative int or 'nemesis', got {process!r}")
-            continue
-        if f not in CLIENT_FS:
-            problems.append(f"{where}: f {f!r} is not one of {CLIENT_FS}")
-            continue
-        if (problem := _check_value(f, type_, value)) is not None:
-            problems.append(f"{where}: {problem}")
-            continue
-        if f == "send":
-            pending = open_sends.setdefault(process, set())
-            if type_ == "invoke":
-                if value["value"] in pending:
-                    problems.append(f"{where}: send of value {value['value']} invoked twice before completing")
-                pending.add(value["value"])
-            elif value["value"] not in pending:
-                problems.append(f"{where}: send completion of value {value['value']} without an open invoke in process {process}")
-            else:
-                pending.discard(value["value"])
-        elif f != "crash":
-            if type_ == "invoke":
-                if process in open_seq:
-                    problems.append(f"{where}: {f} invoked while {open_seq[process]} is still open in process {process}")
-                open_seq[process] = f
-            elif open_seq.get(process) != f:
-                problems.append(f"{where}: {f} completion without an open {f} invoke in process {process}")
-            else:
-                del open_seq[process]
-    return problems
-
-
-def validate_history(path: Path | str) -> list[str]:
-    """Problems of the history file at `path` against format v1; [] means valid."""
-    try:
-        events = read_history(path)
-    except (OSError, ValueError) as exc:
-        return [str(exc)]
-    return validate_events(events)

@@ -21,9 +21,9 @@ from pathlib import Path
 import docker
 from docker.errors import ImageNotFound
 
-from harness.docker_engine import apt_install
+from harness.provision.docker_engine import apt_install
 from harness.errors import BootstrapError
-from harness.settings import IMAGE_REPOSITORY, cache_dir
+from harness.provision.settings import IMAGE_REPOSITORY, cache_dir
 
 log = logging.getLogger(__name__)
 

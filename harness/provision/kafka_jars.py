@@ -18,9 +18,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.docker_engine import apt_install
+from harness.provision.docker_engine import apt_install
 from harness.errors import BootstrapError, KafkaVersionError
-from harness.settings import cache_dir
+from harness.provision.settings import cache_dir
 
 log = logging.getLogger(__name__)
 

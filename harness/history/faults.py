@@ -1,0 +1,39 @@
+"""The fault vocabulary of the history: which nemesis events start a fault and which end it.
+
+Each nemesis declares the kinds it records (`Nemesis.faults`), as Jepsen's nemeses declare
+their `fs`; the scenarios record the same kinds; the report's timeline draws a band from a
+start event to the stop event that ends it; docs/nemesis.md lists this table (a test holds
+it to these declarations). A stop event that names `targets` ends only the bands of those
+nodes; one without targets ends every open band of its kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    label: str  # how reports name it
+    start: str  # f of the event that starts it
+    stop: str  # f of the event that ends it
+
+
+PARTITION = FaultKind("partition", "start-partition", "stop-partition")
+LOSS = FaultKind("packet loss", "start-loss", "stop-loss")
+KILL = FaultKind("kill", "kill", "restart")
+PAUSE = FaultKind("pause", "pause", "resume")
+CLOCK_BUMP = FaultKind("clock bump", "bump-clock", "reset-clock")
+CLOCK_STROBE = FaultKind("clock strobe", "strobe-clock", "reset-clock")
+CUT = FaultKind("cut", "cut", "heal")  # a scenario's one-link cut; its heal mends every cut
+
+KINDS = (PARTITION, LOSS, KILL, PAUSE, CLOCK_BUMP, CLOCK_STROBE, CUT)
+BY_START = {k.start: k for k in KINDS}
+STOPS = {k.stop for k in KINDS}
+HEAL = "heal"  # the fault runner's final event: every fault healed (value: what each package did)
+ERROR = "nemesis-error"  # a fault that raised; the run goes on
+
+
+def ended_by(stop: str) -> tuple[FaultKind, ...]:
+    """The kinds whose bands a stop event of this f closes."""
+    return tuple(k for k in KINDS if k.stop == stop)
