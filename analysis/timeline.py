@@ -21,22 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-NS = 1_000_000_000
-TYPES = ("invoke", "ok", "fail", "info")
-FS = ("send", "poll", "assign", "subscribe", "txn", "crash")
-COLUMNS = ["time", "process", "type", "f", "value"]
+from harness.history.faults import BY_START, HEAL, STOPS, ended_by
+from harness.history.format import CLIENT_FS as FS, TYPES
 
-# A fault's start event → the event that ends it (a teardown heals every active fault of its kind).
-FAULT_ENDS = {
-    "start-partition": "stop-partition",
-    "kill": "restart",
-    "pause": "resume",
-    "bump-clock": "reset-clock",
-    "strobe-clock": "reset-clock",
-    "start-loss": "stop-loss",
-}
-FAULT_NAMES = {"start-partition": "partition", "kill": "kill", "pause": "pause", "bump-clock": "clock bump",
-               "strobe-clock": "clock strobe", "start-loss": "packet loss"}
+NS = 1_000_000_000
+COLUMNS = ["time", "process", "type", "f", "value"]
 
 
 class TimelineError(Exception):
@@ -229,7 +218,7 @@ def _roles_text(roles: Any) -> str:
 
 def _fault_label(f: str, value: dict[str, Any]) -> tuple[list[int], str]:
     targets = [t for t in value.get("targets") or [] if isinstance(t, int)]
-    name = FAULT_NAMES.get(f, f)
+    name = BY_START[f].label if f in BY_START else f
     if f == "start-partition" and value.get("shape"):
         name = f"partition {value['shape']}"
     label = f"{name} → broker{'s' if len(targets) != 1 else ''} {','.join(map(str, targets)) or '?'}"
@@ -238,25 +227,29 @@ def _fault_label(f: str, value: dict[str, Any]) -> tuple[list[int], str]:
 
 
 def faults_from(nemesis: list[dict[str, Any]], end_s: float) -> tuple[list[Fault], list[dict[str, Any]]]:
-    """Bands from start/stop pairs; a start never stopped runs to the next heal (or the end)."""
+    """Bands from start/stop pairs (harness.history.faults); a start never stopped runs to the
+    next heal (or the end). A stop that names its targets ends only those nodes' bands (a kill
+    of broker 1 then of broker 2, restarted one at a time, ends each band at its own restart)."""
     open_: list[Fault] = []
     done: list[Fault] = []
     markers: list[dict[str, Any]] = []
-    ends = {stop: {s for s, e in FAULT_ENDS.items() if e == stop} for stop in set(FAULT_ENDS.values())}
     for ev in sorted(nemesis, key=lambda e: e["t"]):
         f, t, v = ev["f"], ev["t"], ev["value"]
-        if f in FAULT_ENDS:
+        if f in BY_START:
             targets, label = _fault_label(f, v)
             open_.append(Fault(f, t, end_s, targets, label, v, "end of history"))
-        elif f in ends or f == "heal":
-            closing = [x for x in open_ if f == "heal" or x.f in ends[f]]
+        elif f in STOPS or f == HEAL:
+            kinds = {k.start for k in ended_by(f)}
+            named = {x for x in (v.get("targets") or []) if isinstance(x, int)} if isinstance(v, dict) else set()
+            closing = [x for x in open_ if f == HEAL or (x.f in kinds and (
+                not named or not x.targets or set(x.targets) & named))]
             for x in closing:
                 x.end_s, x.ended_by = t, f
                 done.append(x)
             open_ = [x for x in open_ if x not in closing]
-            if f == "heal":
+            if f == HEAL:
                 markers.append({"t": t, "f": f, "label": "heal", "detail": v})
-        else:  # nemesis-error and anything new: a point in time, not a band
+        else:  # nemesis-error, scenario steps and anything new: a point in time, not a band
             markers.append({"t": t, "f": f, "label": f, "detail": v})
     done.extend(open_)
     return sorted(done, key=lambda x: x.start_s), markers

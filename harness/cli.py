@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 
 from harness.errors import HarnessError
+from harness.run_settings import DEFAULTS as D
 
 console = Console(stderr=True)
 
@@ -96,28 +97,28 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 
 
 @cli.command(name="run")
-@click.option("--brokers", default=3, show_default=True, type=click.IntRange(1, 9), help="Number of Kafka brokers.")
-@click.option("--workload", default="queue", show_default=True, help="queue (sends and polls) or txn (transactions, read_committed).")
-@click.option("--profile", default="safe", show_default=True, help="Client profile: safe, no-idempotence, acks1, acks0, minisr1, unclean, autocommit, short-timeout, unsafe.")
-@click.option("--time-limit", default=60.0, show_default=True, type=float, help="Seconds of workload (before heal and drain).")
-@click.option("--rate", default=1000.0, show_default=True, type=float, help="Target sends per second, over all producers.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the schedule (which value goes to which partition, when).")
-@click.option("--store", default="store", show_default=True, type=click.Path(file_okay=False), help="Folder that receives the run directory.")
-@click.option("--partitions", default=8, show_default=True, type=int)
-@click.option("--producers", default=2, show_default=True, type=int)
-@click.option("--consumers", default=2, show_default=True, type=int)
-@click.option("--subscribe", is_flag=True, help="Consumers join a group (subscribe) instead of assigning partitions.")
-@click.option("--abort-probability", default=0.2, show_default=True, type=float, help="txn workload: share of transactions aborted on purpose.")
-@click.option("--drain-timeout", default=60.0, show_default=True, type=float, help="Seconds the final drain may take.")
-@click.option("--kafka-version", default=None, help="Kafka release (default: the pinned 4.x).")
-@click.option("--nemesis", default="none", show_default=True, help="Comma-separated fault packages (e.g. kill,partition), or none.")
-@click.option("--nemesis-interval", default=10.0, show_default=True, type=float, help="Mean seconds between a fault package's start and stop.")
-@click.option("--partition-targets", default="one,leader,controller,halves", show_default=True,
+@click.option("--brokers", default=D["brokers"], show_default=True, type=click.IntRange(1, 9), help="Number of Kafka brokers.")
+@click.option("--workload", default=D["workload"], show_default=True, help="queue (sends and polls) or txn (transactions, read_committed).")
+@click.option("--profile", default=D["profile"], show_default=True, help="Client profile: safe, no-idempotence, acks1, acks0, minisr1, unclean, autocommit, short-timeout, unsafe.")
+@click.option("--time-limit", default=D["time_limit"], show_default=True, type=float, help="Seconds of workload (before heal and drain).")
+@click.option("--rate", default=D["rate"], show_default=True, type=float, help="Target sends per second, over all producers.")
+@click.option("--seed", default=D["seed"], show_default=True, type=int, help="Seed of the schedule (which value goes to which partition, when).")
+@click.option("--store", default=D["store"], show_default=True, type=click.Path(file_okay=False), help="Folder that receives the run directory.")
+@click.option("--partitions", default=D["partitions"], show_default=True, type=int)
+@click.option("--producers", default=D["producers"], show_default=True, type=int)
+@click.option("--consumers", default=D["consumers"], show_default=True, type=int)
+@click.option("--subscribe", is_flag=True, default=D["subscribe"], help="Consumers join a group (subscribe) instead of assigning partitions.")
+@click.option("--abort-probability", default=D["abort_probability"], show_default=True, type=float, help="txn workload: share of transactions aborted on purpose.")
+@click.option("--drain-timeout", default=D["drain_timeout"], show_default=True, type=float, help="Seconds the final drain may take.")
+@click.option("--kafka-version", default=D["kafka_version"], help="Kafka release (default: the pinned 4.x).")
+@click.option("--nemesis", default=D["nemesis"], show_default=True, help="Comma-separated fault packages (e.g. kill,partition), or none.")
+@click.option("--nemesis-interval", default=D["nemesis_interval"], show_default=True, type=float, help="Mean seconds between a fault package's start and stop.")
+@click.option("--partition-targets", default=D["partition_targets"], show_default=True,
               help="Partition shapes: one, leader, controller, halves, majorities-ring, bridge, minority-third, client.")
-@click.option("--db-targets", default="one,leader,controller", show_default=True,
+@click.option("--db-targets", default=D["db_targets"], show_default=True,
               help="Kill/pause targets: one, leader, controller, minority, majority, all.")
-@click.option("--one-way", is_flag=True, help="Partitions cut one direction only.")
-@click.option("--loss-probability", default=0.2, show_default=True, type=float, help="Packet-loss fault: drop probability.")
+@click.option("--one-way", is_flag=True, default=D["one_way"], help="Partitions cut one direction only.")
+@click.option("--loss-probability", default=D["loss_probability"], show_default=True, type=float, help="Packet-loss fault: drop probability.")
 @click.option("--check/--no-check", default=True, show_default=True, help="Check the history (Spark) and write report.html at the end.")
 @click.option("--spark-master", default=None, metavar="URL", help="Spark master for the check (default: SPARK_REMOTE, else local[*]).")
 @click.option("--config", "config_file", default=None, type=click.Path(dir_okay=False, path_type=Path),
@@ -131,17 +132,19 @@ def run_command(ctx: click.Context, config_file: Path | None, replay: Path | Non
     Settings come from flags, a TOML file (--config) or an earlier run (--replay), flags winning.
     The last line printed is the run directory. Exit 0 valid, 1 invalid, 3 unknown
     (with --no-check: 0 once the run completed), 2 bad input or infrastructure failure."""
-    from harness.run import prepare_store, run
-    from harness.run_settings import make_nemesis, run_config
+    from harness.run import run
+    from harness.run_settings import make_faults, run_config
 
     values = resolve_run_settings(ctx, flags, config_file, replay)
     config = run_config(values)
-    config.check()  # bad input: exit 2 before anything is created
-    faults = make_nemesis(values)
-    time_limit, check, spark_master = config.time_limit_s, values["check"], values["spark_master"]
-    prepare_store(config.store)
-    with RunProgress(time_limit) as progress:
-        result = run(config, nemesis=faults, progress=progress.update)
+    config.check()  # bad input: exit 2 before anything is created, and before the progress line
+    faults = make_faults(config)
+    check, spark_master = values["check"], values["spark_master"]
+    if config.schedule:
+        console.print(f"replaying the fault schedule of {replay}: {len(config.schedule)} events at their recorded "
+                      "times, on their recorded targets")
+    with RunProgress(config.time_limit_s) as progress:
+        result = run(config, faults=faults, progress=progress.update)
     drain = result.drain
     state = "complete" if drain["complete"] else f"[yellow]timed out on partitions {drain['timed_out_partitions']}[/yellow]"
     counts = result.counts
@@ -170,7 +173,7 @@ def resolve_run_settings(ctx: click.Context, flags: dict[str, Any], config_file:
     """Defaults < TOML file or replayed config.json < flags given on the command line."""
     from click.core import ParameterSource
 
-    from harness.run_settings import read_replay, read_toml
+    from harness.run_settings import SCHEDULE_KEYS, read_replay, read_toml
 
     if config_file is not None and replay is not None:
         raise HarnessError("--config and --replay cannot be combined.", hint="use one of them, and flags to change single settings")
@@ -185,6 +188,11 @@ def resolve_run_settings(ctx: click.Context, flags: dict[str, Any], config_file:
     for key, value in file_values.items():
         if ctx.get_parameter_source(key) != ParameterSource.COMMANDLINE:
             values[key] = value
+    changed = [k for k in SCHEDULE_KEYS if k in file_values and values[k] != file_values[k]]
+    if "schedule" in values and changed:
+        del values["schedule"]
+        console.print(f"note: --{changed[0].replace('_', '-')} differs from the replayed run, so its recorded fault "
+                      "schedule does not apply; a fresh one is drawn from the seed")
     return values
 
 
@@ -257,7 +265,7 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
 
     from analysis.spark import get_session
     from harness.controls import run_controls
-    from harness.run import prepare_store
+    from harness.run_dir import prepare_store
 
     target = prepare_store(Path(store))
     spark = get_session(spark_master)
@@ -297,9 +305,20 @@ def main() -> None:
         exc.show()
         sys.exit(2)  # bad usage: unknown option, bad value
     except HarnessError as exc:
-        console.print(f"[red]error:[/red] {exc.message}")
-        if exc.hint:
-            console.print(f"hint: {exc.hint}")
-        if exc.details:
-            console.print(exc.details, markup=False, highlight=False)
+        report_error(exc)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # a folder that cannot be written, a file that vanished: bad input, exit 2
+        report_error(HarnessError(f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}.",
+                                  hint="check that the path exists and that you may read and write it"))
+        sys.exit(2)
+
+
+def report_error(exc: HarnessError) -> None:
+    """Every command's errors, one way: the message, the hint, logs, and the run directory."""
+    console.print(f"[red]error:[/red] {exc.message}", highlight=False)
+    if exc.hint:
+        console.print(f"hint: {exc.hint}", highlight=False)
+    if exc.details:
+        console.print(exc.details, markup=False, highlight=False)
+    if exc.run_dir is not None:
+        console.print(f"run directory: {exc.run_dir}", highlight=False)

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.finish import check_and_report
+from harness.finish import Finisher
 from harness.run import TOPIC, RunConfig, run
-from nemesis.runner import NemesisRunner, build_nemeses
+from nemesis.runner import FaultRunner, build_nemeses
 
 log = logging.getLogger(__name__)
 
@@ -85,18 +85,15 @@ def run_controls(
     profiles: tuple[str, ...] | None = None,
 ) -> Controls:
     """Run both controls (or only `profiles`) for every seed; each run is checked as soon as it ends."""
-    if spark is None:
-        from analysis.spark import get_session
-
-        spark = get_session()
+    finisher = Finisher(spark=spark)  # Spark starts with the first check
     controls = Controls()
     for seed in seeds:
         for profile in profiles or (POSITIVE, NEGATIVE):
             config = RunConfig(store=store, profile=profile, time_limit_s=time_limit_s, rate=rate, seed=seed,
                                command_line=["python", "-m", "harness", "controls", "--seeds", str(seed)])
-            faults = NemesisRunner(build_nemeses(FAULTS), time_limit_s, interval_s=interval_s, seed=seed, topic=TOPIC)
-            result = run(config, nemesis=faults)
-            results = check_and_report(result.run_dir, spark=spark).results
+            faults = FaultRunner(build_nemeses(FAULTS), time_limit_s, interval_s=interval_s, seed=seed, topic=TOPIC)
+            result = run(config, faults=faults)
+            results = finisher.check_and_report(result.run_dir).results
             headline = results["headline"]
             control = ControlRun(profile, seed, str(result.run_dir), results["verdict"], headline["lost"], headline["diverged"],
                                  headline.get("duplicated", 0))

@@ -3,6 +3,10 @@
 Kept apart from `run.py` so that a run that was killed can be finished later
 with the same code (`python -m analysis check` then `report`), and so that a
 checker failure never loses the run directory.
+
+`Finisher` is the one place that starts Spark for the top of the harness (the `run`
+command, controls, the scenarios, the nightly plugin): lazily, once, on first use, with
+the master the user chose.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 log = logging.getLogger(__name__)
 
@@ -22,21 +26,47 @@ class Finished:
     exit_code: int
 
 
+class Finisher:
+    """Checks run directories with one Spark session, started on the first check."""
+
+    def __init__(self, spark_master: str | None = None, spark: Any = None,
+                 session: Callable[[], Any] | None = None) -> None:
+        self.spark_master = spark_master
+        self._spark = spark
+        self._session = session  # e.g. the nightly plugin's shared session factory
+
+    @property
+    def spark(self) -> Any:
+        if self._spark is None:
+            if self._session is not None:
+                self._spark = self._session()
+            else:
+                from analysis.spark import get_session
+
+                self._spark = get_session(self.spark_master)
+        return self._spark
+
+    def check(self, run_dir: Path) -> dict[str, Any]:
+        """results.json of `run_dir` (written there); raises what the checker raises."""
+        from analysis.checker import check_run
+
+        return check_run(run_dir, spark=self.spark)
+
+    def check_and_report(self, run_dir: Path) -> Finished:
+        """Write results.json and report.html; the exit code is the verdict's (0 valid, 1 invalid, 3 unknown)."""
+        from analysis.verdict import EXIT_CODES
+
+        results = self.check(run_dir)
+        report: Path | None = None
+        try:
+            from analysis.report import render_report
+
+            report = render_report(run_dir)
+        except Exception:  # a report that cannot be drawn must not hide the verdict
+            log.exception("could not render the report of %s", run_dir)
+        return Finished(results, report, EXIT_CODES[results["verdict"]])
+
+
 def check_and_report(run_dir: Path, spark_master: str | None = None, spark: Any = None) -> Finished:
-    """Write results.json and report.html; the exit code is the verdict's (0 valid, 1 invalid, 3 unknown)."""
-    from analysis.checker import check_run
-    from analysis.verdict import EXIT_CODES
-
-    if spark is None:
-        from analysis.spark import get_session
-
-        spark = get_session(spark_master)
-    results = check_run(run_dir, spark=spark)
-    report: Path | None = None
-    try:
-        from analysis.report import render_report
-
-        report = render_report(run_dir)
-    except Exception:  # a report that cannot be drawn must not hide the verdict
-        log.exception("could not render the report of %s", run_dir)
-    return Finished(results, report, EXIT_CODES[results["verdict"]])
+    """One run's check and report (a Finisher used once)."""
+    return Finisher(spark_master, spark).check_and_report(run_dir)

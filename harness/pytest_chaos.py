@@ -115,8 +115,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--chaos-runner", default=DEFAULT_RUNNER, metavar="MODULE:FUNCTION", help="Per-test runner (for the plugin's own tests).")
 
 
-def _split(text: str) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(p.strip() for p in str(text).split(",") if p.strip()))
+def split_list(text: str) -> tuple[str, ...]:
+    from harness.run_settings import split_list as split  # the run command's own reading of a list
+
+    return split(text)
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
@@ -127,7 +129,7 @@ def parse_seeds(text: str) -> tuple[int, ...]:
             lo, hi = (int(x) for x in text.split(".."))
             seeds = tuple(range(lo, hi + 1))
         elif "," in text:
-            seeds = tuple(int(x) for x in _split(text))
+            seeds = tuple(int(x) for x in split_list(text))
         else:
             seeds = tuple(range(1, int(text) + 1))
     except ValueError:
@@ -144,8 +146,8 @@ def parse_settings(config: pytest.Config) -> ChaosSettings:
     from workloads.profiles import PROFILES
 
     opt = config.getoption
-    workloads, profiles = _split(opt("--chaos-workloads")), _split(opt("--chaos-profiles"))
-    nemeses = tuple("+".join(p.strip() for p in n.split("+")) for n in _split(opt("--chaos-nemeses")))
+    workloads, profiles = split_list(opt("--chaos-workloads")), split_list(opt("--chaos-profiles"))
+    nemeses = tuple("+".join(p.strip() for p in n.split("+")) for n in split_list(opt("--chaos-nemeses")))
     for name, given, known in (("--chaos-workloads", workloads, WORKLOADS), ("--chaos-profiles", profiles, PROFILES)):
         bad = [g for g in given if g not in known]
         if bad or not given:
@@ -154,7 +156,7 @@ def parse_settings(config: pytest.Config) -> ChaosSettings:
         bad = [p for p in n.split("+") if p not in PACKAGES and n != "none"]
         if bad:
             raise pytest.UsageError(f"--chaos-nemeses: unknown package {bad} in {n!r}; join any of {', '.join(PACKAGES)} with '+', or none")
-    versions = _split(opt("--kafka-versions"))
+    versions = split_list(opt("--kafka-versions"))
     if not versions or not nemeses:
         raise pytest.UsageError("--kafka-versions and --chaos-nemeses need at least one entry each")
     time_limit = float(opt("--chaos-time-limit"))
@@ -280,19 +282,15 @@ def assert_outcome(case: ChaosCase, outcome: ChaosOutcome) -> None:
 
 def real_runner(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], Any]) -> ChaosOutcome:
     """One real run: fresh cluster, workload with faults, heal, drain, Spark check, report.html."""
-    from harness.cli import run_command
     from harness.errors import HarnessError
-    from harness.finish import check_and_report
-    from harness.run import prepare_store, run
-    from harness.run_settings import make_nemesis, run_config
+    from harness.finish import Finisher
+    from harness.run import run
+    from harness.run_dir import prepare_store
+    from harness.run_settings import make_faults, run_config
 
-    import click
-
-    # get_default, not .default: click leaves flags' .default UNSET (a truthy sentinel).
-    ctx = click.Context(run_command)
-    values = {p.name: p.get_default(ctx) for p in run_command.params if p.name}
-    values.update(store=str(settings.store), workload=case.workload, profile=case.profile, kafka_version=case.kafka_version,
-                  seed=case.seed, time_limit=settings.time_limit_s, nemesis=case.nemesis.replace("+", ","),
+    # Only what the case sets; every other setting takes its default from RunConfig (run_settings.DEFAULTS).
+    values = dict(store=str(settings.store), workload=case.workload, profile=case.profile, kafka_version=case.kafka_version,
+                  seed=case.seed, time_limit=settings.time_limit_s, nemesis=",".join(split_list(case.nemesis.replace("+", ","))),
                   nemesis_interval=settings.nemesis_interval_s)
     command = ["python", "-m", "harness", "run", "--workload", case.workload, "--profile", case.profile,
                "--kafka-version", case.kafka_version, "--seed", str(case.seed), "--time-limit", str(settings.time_limit_s),
@@ -302,15 +300,16 @@ def real_runner(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], An
     seconds: dict[str, float] = {}
     began = time.monotonic()
     try:
-        result = run(run_config(values, command_line=command), nemesis=make_nemesis(values))
+        config = run_config(values, command_line=command)
+        result = run(config, faults=make_faults(config))
     except HarnessError as exc:
         new = sorted(p for p in store.iterdir() if p.name not in before and p.is_dir())
-        return ChaosOutcome(new[-1] if new else None, error=str(exc))
+        return ChaosOutcome(exc.run_dir or (new[-1] if new else None), error=str(exc))
     seconds["run"] = round(time.monotonic() - began, 1)
     seconds.update({k: round(v, 1) for k, v in result.seconds.items()})  # cluster_ready, workload, heal, drain
     began = time.monotonic()
     try:
-        finished = check_and_report(result.run_dir, spark=spark())
+        finished = Finisher(session=spark).check_and_report(result.run_dir)
     except Exception as exc:  # the run is kept; say why it could not be checked
         return ChaosOutcome(result.run_dir, seconds=seconds, error=f"check failed: {type(exc).__name__}: {exc}")
     seconds["check"] = round(time.monotonic() - began, 1)

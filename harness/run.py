@@ -8,38 +8,39 @@
         brokers/<id>/    server.log, stdout.log, conf/ of every node (KafkaCluster's work_dir)
         FAILED           only when the run failed: the reason
 
-The fault hook is a `Nemesis` (below): `run(..., nemesis=None)` is fault-free.
+The run directory's lifecycle (config.json, FAILED, tearing down) is `harness.run_dir`. The
+fault hook is a `FaultPhase` (below), e.g. nemesis/runner.py's FaultRunner: `run(config)`
+without one is fault-free.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import shlex
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from harness.cluster import KafkaCluster, new_run_id
+from harness.cluster import KafkaCluster
 from harness.errors import HarnessError
-from harness.history import FORMAT_VERSION, Recorder
+from harness.history import Recorder
 from harness.provision.settings import kafka_version as resolve_kafka_version
+from harness.run_dir import RunDirectory, prepare_store
 
 log = logging.getLogger(__name__)
 
 WORKLOADS = ("queue", "txn")
 TOPIC = "queue"
+__all__ = ["FaultPhase", "RunConfig", "RunResult", "TOPIC", "WORKLOADS", "prepare_store", "run"]
 
 
-class Nemesis(Protocol):
-    """What `run` needs from a fault injector."""
+class FaultPhase(Protocol):
+    """What `run` needs from the fault phase (not a nemesis: it drives them by a schedule)."""
 
-    name: str
+    packages: list[str]
 
-    def setup(self, cluster: KafkaCluster, recorder: Recorder) -> None:
+    def setup(self, cluster: KafkaCluster, recorder: Recorder) -> Any:
         """Called once the cluster and topic exist, before the workload starts."""
 
     def start(self) -> None:
@@ -48,6 +49,9 @@ class Nemesis(Protocol):
     def heal_and_stop(self) -> Any:
         """Stop the schedule, heal every fault, wait until every ISR is full again (or a timeout).
         What it returns (e.g. how healing went) is stored in config.json as "heal"."""
+
+    def describe(self) -> dict[str, Any]:
+        """The settings and the schedule, for config.json (the executed one once it has run)."""
 
 
 @dataclass
@@ -66,6 +70,15 @@ class RunConfig:
     subscribe: bool = False
     abort_probability: float = 0.2
     drain_timeout_s: float = 60.0
+    # The fault phase (nemesis/runner.py); "none" runs fault-free.
+    nemesis: str = "none"
+    nemesis_interval_s: float = 10.0
+    partition_targets: str = "one,leader,controller,halves"
+    db_targets: str = "one,leader,controller"
+    one_way: bool = False
+    loss_probability: float = 0.2
+    schedule: list[dict[str, Any]] | None = None  # a recorded schedule to replay (run --replay)
+    replay_of: str | None = None  # the config.json replayed
     command_line: list[str] = field(default_factory=lambda: list(sys.argv))
 
     def check(self) -> None:
@@ -100,34 +113,10 @@ class RunResult:
 ProgressFn = Callable[[str, Recorder | None], None]
 
 
-def prepare_store(store: Path) -> Path:
-    """The store folder, created and proven writable, or a HarnessError naming the fix."""
-    store = Path(store)
-    try:
-        store.mkdir(parents=True, exist_ok=True)
-        probe = store / f".write-test-{os.getpid()}"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as exc:
-        raise HarnessError(
-            f"the store {str(store)!r} is not a writable folder: {exc.strerror or exc}.",
-            hint="pass --store with a folder you can write to (it is created if missing)",
-        ) from None
-    return store.resolve()
-
-
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)  # readers never see half a file
-
-
-def make_workload(config: RunConfig, recorder: Recorder, bootstrap: str, run_id: str):  # type: ignore[no-untyped-def]
-    from workloads.profiles import get_profile
+def make_workload(config: RunConfig, profile: Any, recorder: Recorder, bootstrap: str, run_id: str):  # type: ignore[no-untyped-def]
     from workloads.queue import QueueWorkload
     from workloads.txn import TxnWorkload
 
-    profile = get_profile(config.profile).for_brokers(config.brokers)
     kwargs = dict(partitions=config.partitions, producers=config.producers, consumers=config.consumers,
                   rate=config.rate, seed=config.seed, subscribe=config.subscribe, group_id=f"{config.workload}-{run_id}")
     if config.workload == "txn":
@@ -135,81 +124,64 @@ def make_workload(config: RunConfig, recorder: Recorder, bootstrap: str, run_id:
     return QueueWorkload(recorder, bootstrap, TOPIC, profile, **kwargs)
 
 
-def run(config: RunConfig, nemesis: Nemesis | None = None, progress: ProgressFn | None = None) -> RunResult:
-    """Carry out one run and return where it is; see the module docstring. Raises HarnessError (run dir marked FAILED)."""
+def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressFn | None = None) -> RunResult:
+    """Carry out one run and return where it is; see the module docstring. Raises HarnessError
+    carrying the run directory (marked FAILED)."""
     from workloads.profiles import get_profile
 
-    config.check()
-    store = prepare_store(config.store)
-    run_id = new_run_id()
-    run_dir = store / run_id
-    run_dir.mkdir()
+    config.check()  # bad input: exit 2 before anything is created
     notify = progress or (lambda phase, rec: None)
-    profile = get_profile(config.profile).for_brokers(config.brokers)
+    profile = get_profile(config.profile).for_brokers(config.brokers)  # resolved once, here
     version = resolve_kafka_version(config.kafka_version)
-    record: dict[str, Any] = {
-        "history_format": FORMAT_VERSION,
-        "run_id": run_id,
-        "status": "running",
-        "seed": config.seed,
-        "kafka_version": version,
-        "brokers": config.brokers,
-        "workload": config.workload,
-        "profile": profile.as_dict(),
-        "rate": config.rate,
-        "time_limit_s": config.time_limit_s,
-        "partitions": config.partitions,
-        "replication_factor": profile.replication_factor,
-        "producers": config.producers,
-        "consumers": config.consumers,
-        "subscribe": config.subscribe,
-        "abort_probability": config.abort_probability if config.workload == "txn" else None,
-        "drain_timeout_s": config.drain_timeout_s,
-        "topic": TOPIC,
-        "nemesis": nemesis_names(nemesis),
-        "nemesis_config": nemesis.describe() if hasattr(nemesis, "describe") else None,
-        "command_line": shlex.join(config.command_line),
-        "drain": None,
-    }
-    _write_json(run_dir / "config.json", record)
-    recorder: Recorder | None = None
-    cluster: KafkaCluster | None = None
     seconds: dict[str, float] = {}
-    try:
-        recorder = Recorder(run_dir / "history.jsonl")
+    phases: dict[str, float] = {}  # when each phase began, seconds on the history's clock
+    record: dict[str, Any] = {
+        "seed": config.seed, "kafka_version": version, "brokers": config.brokers, "workload": config.workload,
+        "profile": profile.as_dict(), "rate": config.rate, "time_limit_s": config.time_limit_s,
+        "partitions": config.partitions, "replication_factor": profile.replication_factor,
+        "producers": config.producers, "consumers": config.consumers, "subscribe": config.subscribe,
+        "abort_probability": config.abort_probability if config.workload == "txn" else None,
+        "drain_timeout_s": config.drain_timeout_s, "topic": TOPIC,
+        "nemesis": list(faults.packages) if faults is not None else [],
+        "nemesis_config": faults.describe() if faults is not None else None,
+        "replay_of": config.replay_of, "command_line": shlex_join(config.command_line), "drain": None,
+    }
+    with RunDirectory(config.store, record) as rd:
+        recorder = rd.own(Recorder(rd.path / "history.jsonl"))
         notify("starting cluster", recorder)
         began = time.monotonic()
-        cluster = KafkaCluster(brokers=config.brokers, kafka_version=version, run_id=run_id, work_dir=run_dir)
-        cluster.start()
+        cluster = rd.own(KafkaCluster(brokers=config.brokers, kafka_version=version, run_id=rd.run_id, work_dir=rd.path))
         seconds["cluster_ready"] = time.monotonic() - began
-        _write_json(run_dir / "cluster.json", cluster_description(cluster))
+        rd.write("cluster.json", cluster.describe())
         cluster.create_topic(TOPIC, partitions=config.partitions, replication_factor=profile.replication_factor,
                              config=profile.topic_config())
-        workload = make_workload(config, recorder, cluster.bootstrap_servers(), run_id)
-        if nemesis is not None:
-            if getattr(nemesis, "topic", "") is None:
-                nemesis.topic = TOPIC  # so 'leader' targets mean leaders of the workload topic
-            nemesis.setup(cluster, recorder)
+        workload = make_workload(config, profile, recorder, cluster.bootstrap_servers(), rd.run_id)
+        if faults is not None:
+            faults.setup(cluster, recorder)
 
         notify("opening clients", recorder)
         workload.start()  # returns once every client is open (transactional ids initialised)
         began = time.monotonic()
-        if nemesis is not None:
-            nemesis.start()
+        phases["workload"] = round(recorder.elapsed_ns() / 1e9, 3)
+        if faults is not None:
+            faults.start()
         end = began + config.time_limit_s
         while (now := time.monotonic()) < end:
             notify("workload", recorder)
             time.sleep(min(0.25, end - now))
         seconds["workload"] = time.monotonic() - began
-        if nemesis is not None:
+        if faults is not None:
             notify("healing", recorder)
             began = time.monotonic()
-            record["heal"] = nemesis.heal_and_stop()
+            phases["heal"] = round(recorder.elapsed_ns() / 1e9, 3)
+            record["heal"] = faults.heal_and_stop()
+            record["nemesis_config"] = faults.describe()  # the schedule as executed: times and targets
             seconds["heal"] = time.monotonic() - began
         notify("stopping clients", recorder)
         workload.stop()
         notify("draining", recorder)
         began = time.monotonic()
+        phases["drain"] = round(recorder.elapsed_ns() / 1e9, 3)
         drain = workload.drain(config.drain_timeout_s).as_json()
         seconds["drain"] = time.monotonic() - began
         record["drain"] = drain
@@ -217,57 +189,12 @@ def run(config: RunConfig, nemesis: Nemesis | None = None, progress: ProgressFn 
         notify("writing history", recorder)
         recorder.close()
         counts = dict(recorder.counts)
-        record.update(status="completed", counts=counts, seconds={k: round(v, 3) for k, v in seconds.items()})
-        _write_json(run_dir / "config.json", record)
-    except BaseException as exc:
-        reason = str(exc) if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, KeyboardInterrupt | SystemExit):
-            reason = f"interrupted ({type(exc).__name__})"
-        _mark_failed(run_dir, record, reason, recorder)
-        if isinstance(exc, HarnessError | KeyboardInterrupt | SystemExit):
-            raise
-        raise HarnessError(f"run {run_id} failed: {reason}", hint=f"see {run_dir} (marked FAILED) and the broker logs there") from exc
-    finally:
-        if cluster is not None:
-            notify("tearing down", recorder)
-            cluster.stop()  # node folders stay: the run dir is the cluster's work_dir
-    return RunResult(run_id, run_dir, record["drain"], counts, seconds)
+        rd.update(status="completed", counts=counts, phases_s=phases, seconds={k: round(v, 3) for k, v in seconds.items()})
+        notify("tearing down", recorder)
+    return RunResult(rd.run_id, rd.path, record["drain"], counts, seconds)
 
 
-def nemesis_names(nemesis: Nemesis | None) -> list[str]:
-    if nemesis is None:
-        return []
-    packages = getattr(nemesis, "nemeses", None)
-    return list(packages) if isinstance(packages, dict) else [nemesis.name]
+def shlex_join(command_line: list[str]) -> str:
+    import shlex
 
-
-def _mark_failed(run_dir: Path, record: dict[str, Any], reason: str, recorder: Recorder | None) -> None:
-    try:
-        (run_dir / "FAILED").write_text(reason + "\n")
-        record.update(status="failed", failure=reason)
-        _write_json(run_dir / "config.json", record)
-        if recorder is not None:
-            recorder.close(parquet=False)  # keep what was recorded; a failed run has no parquet
-    except Exception:  # the original failure matters more than the bookkeeping
-        log.exception("could not mark %s failed", run_dir)
-
-
-def cluster_description(cluster: KafkaCluster) -> dict[str, Any]:
-    from confluent_kafka import libversion, version
-
-    assert cluster.distribution is not None
-    return {
-        "run_id": cluster.run_id,
-        "cluster_id": cluster.cluster_id,
-        "kafka_version": cluster.distribution.version,
-        "bootstrap_servers": cluster.bootstrap_servers(),
-        "brokers": [
-            {"node_id": n.node_id, "hostname": n.hostname, "roles": list(n.roles), "host_port": n.host_port,
-             "address": n.address, "container": n.container.get_wrapped_container().name}
-            for n in cluster.brokers
-        ],
-        "controllers": [n.node_id for n in cluster.controllers],
-        "client": {"confluent_kafka": version()[0], "librdkafka": libversion()[0]},
-        "python": sys.version.split()[0],
-        "timings_s": {k: round(v, 3) for k, v in cluster.timings.items()},
-    }
+    return shlex.join(command_line)

@@ -3,11 +3,13 @@ run's config.json (`run --replay`), turned into a `RunConfig` and its nemesis.
 
 Settings are a flat dict keyed like the `run` command's parameters (`time_limit`, `nemesis`,
 `partition_targets`, ...). Precedence: command-line flags > file (TOML or replayed config.json)
-> the `run` command's defaults. Shared by `harness/cli.py` and the nightly pytest plugin.
+> the defaults, which live in one place: `RunConfig`'s fields (`DEFAULTS` below spells them as
+settings; the `run` command's options and the nightly pytest plugin both take them from here).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import tomllib
@@ -16,6 +18,17 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.run import TOPIC, RunConfig
+
+# Setting name -> RunConfig field, where they differ (the options say seconds in their help).
+FIELDS = {"time_limit": "time_limit_s", "drain_timeout": "drain_timeout_s", "nemesis_interval": "nemesis_interval_s"}
+_SETTINGS = ("store", "workload", "profile", "brokers", "kafka_version", "time_limit", "rate", "seed", "partitions",
+             "producers", "consumers", "subscribe", "abort_probability", "drain_timeout", "nemesis", "nemesis_interval",
+             "partition_targets", "db_targets", "one_way", "loss_probability")
+_FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig) if f.default is not dataclasses.MISSING}
+DEFAULTS: dict[str, Any] = {k: _FIELD_DEFAULTS[FIELDS.get(k, k)] for k in _SETTINGS if FIELDS.get(k, k) in _FIELD_DEFAULTS}
+DEFAULTS["store"] = "store"
+# Settings that choose the fault schedule: a replayed schedule holds only while they are unchanged.
+SCHEDULE_KEYS = ("nemesis", "nemesis_interval", "seed", "time_limit")
 
 # Keys that take a comma-separated list on the command line; TOML may give an array instead.
 LIST_KEYS = ("nemesis", "partition_targets", "db_targets")
@@ -71,8 +84,11 @@ def read_replay(path: Path) -> dict[str, Any]:
                        ("drain_timeout", "drain_timeout_s")):
         if config.get(field) is not None:
             values[key] = config[field]
+    values["replay_of"] = str(path.resolve())
     nemesis = config.get("nemesis_config") or {}
     values["nemesis"] = ",".join(nemesis.get("packages") or config.get("nemesis") or []) or "none"
+    if nemesis.get("schedule") and config.get("config_format", 1) >= 2:
+        values["schedule"] = nemesis["schedule"]  # the executed schedule: times and resolved targets
     if nemesis.get("interval_s") is not None:
         values["nemesis_interval"] = nemesis["interval_s"]
     options = nemesis.get("options") or {}
@@ -88,30 +104,38 @@ def read_replay(path: Path) -> dict[str, Any]:
 
 
 def split_list(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in str(text).split(",") if part.strip())
+    """'a, b,,a' -> ('a', 'b'): the items of a comma-separated option, blanks and repeats dropped."""
+    return tuple(dict.fromkeys(part.strip() for part in str(text).split(",") if part.strip()))
 
 
 def run_config(values: dict[str, Any], command_line: list[str] | None = None) -> RunConfig:
-    """The RunConfig for complete settings (every `run` parameter present)."""
+    """The RunConfig for settings; a setting left out takes its default (DEFAULTS)."""
+    v = {**DEFAULTS, **{k: x for k, x in values.items() if x is not None or k == "kafka_version"}}
     return RunConfig(
-        store=Path(values["store"]), workload=values["workload"], profile=values["profile"], brokers=int(values["brokers"]),
-        kafka_version=values["kafka_version"], time_limit_s=float(values["time_limit"]), rate=float(values["rate"]),
-        seed=int(values["seed"]), partitions=int(values["partitions"]), producers=int(values["producers"]),
-        consumers=int(values["consumers"]), subscribe=bool(values["subscribe"]),
-        abort_probability=float(values["abort_probability"]), drain_timeout_s=float(values["drain_timeout"]),
+        store=Path(v["store"]), workload=v["workload"], profile=v["profile"], brokers=int(v["brokers"]),
+        kafka_version=v.get("kafka_version"), time_limit_s=float(v["time_limit"]), rate=float(v["rate"]),
+        seed=int(v["seed"]), partitions=int(v["partitions"]), producers=int(v["producers"]),
+        consumers=int(v["consumers"]), subscribe=bool(v["subscribe"]),
+        abort_probability=float(v["abort_probability"]), drain_timeout_s=float(v["drain_timeout"]),
+        nemesis=str(v["nemesis"]), nemesis_interval_s=float(v["nemesis_interval"]),
+        partition_targets=str(v["partition_targets"]), db_targets=str(v["db_targets"]), one_way=bool(v["one_way"]),
+        loss_probability=float(v["loss_probability"]), schedule=v.get("schedule"), replay_of=v.get("replay_of"),
         command_line=command_line if command_line is not None else ["python", "-m", "harness", *sys.argv[1:]],
     )
 
 
-def make_nemesis(values: dict[str, Any]) -> Any:
-    """The NemesisRunner for the settings, or None when no fault package is named."""
-    packages = [p for p in split_list(values["nemesis"]) if p != "none"]
+def make_faults(config: RunConfig) -> Any:
+    """The FaultRunner for the config (a replayed schedule when it carries one), or None when no
+    fault package is named. Bad packages or targets raise HarnessError before anything starts."""
+    packages = [p for p in split_list(config.nemesis) if p != "none"]
     if not packages:
         return None
-    from nemesis.runner import NemesisRunner, build_nemeses
+    from nemesis.runner import FaultRunner, build_nemeses
+    from nemesis.schedule import recorded_schedule
 
-    nemeses = build_nemeses(packages, partition_targets=split_list(values["partition_targets"]),
-                            db_targets=split_list(values["db_targets"]),
-                            loss_probability=float(values["loss_probability"]), one_way=bool(values["one_way"]))
-    return NemesisRunner(nemeses, float(values["time_limit"]), interval_s=float(values["nemesis_interval"]),
-                         seed=int(values["seed"]), topic=TOPIC)
+    nemeses = build_nemeses(packages, partition_targets=split_list(config.partition_targets),
+                            db_targets=split_list(config.db_targets),
+                            loss_probability=config.loss_probability, one_way=config.one_way)
+    schedule = recorded_schedule(config.schedule) if config.schedule else None
+    return FaultRunner(nemeses, config.time_limit_s, interval_s=config.nemesis_interval_s, seed=config.seed,
+                       topic=TOPIC, schedule=schedule)

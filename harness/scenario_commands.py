@@ -70,9 +70,9 @@ def run(name: str, kafka_version: str | None, store: Path, check: bool) -> None:
     results = None
     if check:
         try:
-            from analysis.checker import check_run
+            from harness.finish import Finisher
 
-            results = check_run(run_dir)
+            results = Finisher().check(run_dir)
         except Exception as exc:  # the run itself succeeded; say why the check did not
             click.echo(f"checker failed: {type(exc).__name__}: {exc}", err=True)
     click.echo(render_run(run_dir, results))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
+from harness.history.faults import FaultKind
+
 if TYPE_CHECKING:
     from harness.cluster import KafkaCluster
     from harness.cluster.node import Node
@@ -22,9 +24,16 @@ class NemesisRecorder(Protocol):
 
 
 class Nemesis:
-    """Base class: holds the cluster and recorder; subclasses implement start/stop/heal."""
+    """Base class: holds the cluster and recorder; subclasses implement invoke and teardown.
+
+    `faults` declares the fault kinds it records (harness.history.faults), as a Jepsen nemesis
+    declares its fs: the report's timeline, the docs and the tests read them from there.
+    `replay_keys` are the fields of an invoke's value that, given back as params, make a
+    replay hit exactly the same nodes in the same way (`run --replay`)."""
 
     name = "nemesis"
+    faults: tuple[FaultKind, ...] = ()
+    replay_keys: tuple[str, ...] = ("target", "targets")
 
     def __init__(self) -> None:
         self.cluster: KafkaCluster | None = None
@@ -54,6 +63,24 @@ class Nemesis:
         log.info("%s %s", f, value)
         if self.recorder is not None:
             self.recorder.nemesis(f, value)
+
+    def replay_params(self, value: dict[str, Any]) -> dict[str, Any]:
+        """What to record in the schedule so that a replay repeats this invoke exactly."""
+        return {k: value[k] for k in self.replay_keys if k in value}
+
+    def replay_nodes(self, params: dict[str, Any]) -> tuple[list["Node"] | None, str | None]:
+        """The nodes a replayed event names, and a note. (None, note) means: choose afresh,
+        either because nothing was recorded or because a recorded node no longer exists."""
+        ids = params.get("targets")
+        if ids is None:
+            return None, None
+        known = {n.node_id: n for n in self.brokers}
+        missing = [i for i in ids if i not in known]
+        if missing:
+            note = f"recorded target(s) {missing} do not exist in this cluster; chose afresh"
+            log.warning("%s replay: %s", self.name, note)
+            return None, note
+        return [known[i] for i in ids], "recorded targets"
 
     @property
     def brokers(self) -> list["Node"]:

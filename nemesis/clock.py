@@ -17,6 +17,7 @@ import random
 import threading
 from typing import Any
 
+from harness.history.faults import CLOCK_BUMP, CLOCK_STROBE
 from nemesis.base import Nemesis
 from nemesis.targets import choose_nodes
 
@@ -37,7 +38,8 @@ def random_offset_ms(rng: random.Random, low_ms: int = 100, high_ms: int = 300_0
 class ClockNemesis(Nemesis):
 
     option_names = ("modes", "strobe_period_s", "strobe_duration_s")
-    name = "clock"
+    name, faults = "clock", (CLOCK_BUMP, CLOCK_STROBE)
+    replay_keys = ("mode", "targets", "offsets_ms")
 
     def __init__(self, modes: tuple[str, ...] = MODES, strobe_period_s: float = 1.0, strobe_duration_s: float = 10.0) -> None:
         super().__init__()
@@ -57,16 +59,21 @@ class ClockNemesis(Nemesis):
             return self.teardown()
         assert self.cluster is not None
         mode = params.get("mode") or rng.choice(self.modes)
-        nodes = choose_nodes(self.cluster, rng.choice(("one", "minority", "all")), rng, self.topic)
-        planned = {n.node_id: int(params.get("ms") or random_offset_ms(rng)) for n in nodes}
+        nodes, note = self.replay_nodes(params)
+        recorded = params.get("offsets_ms") or {}
+        if nodes is None:
+            nodes = choose_nodes(self.cluster, rng.choice(("one", "minority", "all")), rng, self.topic)
+        planned = {n.node_id: int(recorded.get(str(n.node_id)) or params.get("ms") or random_offset_ms(rng)) for n in nodes}
         for node_id, ms in planned.items():
             self.apply(node_id, ms)
         if mode == "strobe":
             self._start_strobe(planned)
         value = {"mode": mode, "targets": sorted(planned), "roles": self.roles(nodes), "offsets_ms": {str(k): v for k, v in planned.items()}}
+        if note is not None:
+            value["replay"] = note
         if mode == "strobe":
             value.update(period_s=self.strobe_period_s, duration_s=self.strobe_duration_s)
-        self.record(f"{mode}-clock", value)
+        self.record((CLOCK_STROBE if mode == "strobe" else CLOCK_BUMP).start, value)
         return value
 
     def _start_strobe(self, planned: dict[int, int]) -> None:
@@ -96,5 +103,5 @@ class ClockNemesis(Nemesis):
             node.set_clock_offset("+0")
         value = {"reset": {str(k): 0 for k in sorted(self.offsets)}, "were_ms": {str(k): v for k, v in sorted(self.offsets.items())}}
         self.offsets.clear()
-        self.record("reset-clock", value)
+        self.record(CLOCK_BUMP.stop, value)
         return value

@@ -52,9 +52,3 @@ def drop_host_clients(node: "Node", tag: str) -> None:
 def heal(node: "Node", tag: str) -> None:
     """Remove every rule of kind `tag` from `node` (a no-op where there are none)."""
     node.exec(f"iptables -w -F KH_{tag}_IN 2>/dev/null; iptables -w -F KH_{tag}_OUT 2>/dev/null; true")
-
-
-def rules(node: "Node") -> list[str]:
-    """Every harness rule on `node`, of any kind."""
-    code, out = node.exec("iptables -w -S 2>/dev/null")
-    return [line for line in out.splitlines() if line.startswith("-A KH_")]

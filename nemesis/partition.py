@@ -20,6 +20,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
+from harness.history.faults import LOSS, PARTITION
 from nemesis import net
 from nemesis.base import Nemesis
 from nemesis.targets import choose_nodes
@@ -74,8 +75,9 @@ class PartitionNemesis(Nemesis):
     """Starts a partition of a seeded shape among the configured ones; stop heals it."""
 
     option_names = ("shapes", "one_way_cuts")
+    replay_keys = ("shape", "targets", "grudge", "partition")
 
-    name = "partition"
+    name, faults = "partition", (PARTITION,)
 
     def __init__(self, shapes: tuple[str, ...] = ("one", "leader", "controller", "halves"), one_way_cuts: bool = False) -> None:
         super().__init__()
@@ -85,13 +87,13 @@ class PartitionNemesis(Nemesis):
         self.shapes, self.one_way_cuts = tuple(shapes), one_way_cuts
         self.active: dict[str, Any] | None = None
 
-    def grudge_for(self, shape: str, rng: random.Random) -> tuple[Grudge, list["Node"]]:
+    def grudge_for(self, shape: str, rng: random.Random, aimed: dict[str, Any]) -> tuple[Grudge, list["Node"]]:
         assert self.cluster is not None
         brokers = self.brokers
         ids = [b.node_id for b in brokers]
         rng.shuffle(ids)
         if shape in ("one", "leader", "controller"):
-            victims = choose_nodes(self.cluster, shape, rng, self.topic)
+            victims = choose_nodes(self.cluster, shape, rng, self.topic, aimed)
             return isolate(victims, brokers), victims
         if shape == "halves":
             half = len(ids) // 2
@@ -105,31 +107,44 @@ class PartitionNemesis(Nemesis):
             return bridge(ids), brokers
         raise HarnessError(f"shape {shape!r} has no grudge")
 
-    def start(self, shape: str, rng: random.Random) -> dict[str, Any]:
-        """Start a partition of `shape`, its targets drawn from `rng` and the cluster's roles now."""
+    def start(self, shape: str, rng: random.Random, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Start a partition of `shape`: the recorded one when `params` replays an earlier run
+        (targets and grudge), else its targets drawn from `rng` and the cluster's roles now."""
         assert self.cluster is not None
+        params = params or {}
+        victims, note = self.replay_nodes(params)
+        grudge = params.get("grudge")
+        known = {n.node_id for n in self.brokers}
+        if victims is not None and grudge is not None and not {int(k) for k in grudge} | {p for v in grudge.values() for p in v} <= known:
+            victims, note = None, "the recorded grudge names nodes this cluster lacks; chose afresh"
+        aimed = {k: params[k] for k in ("partition",) if k in params} if victims is not None else {}
         if shape == "client":
-            return self.cut_clients(choose_nodes(self.cluster, "one", rng))
-        grudge, victims = self.grudge_for(shape, rng)
-        return self.apply(shape, grudge, victims)
+            value = self.cut_clients(victims if victims is not None else choose_nodes(self.cluster, "one", rng), note)
+        elif victims is not None and grudge is not None:
+            value = self.apply(shape, {int(k): set(v) for k, v in grudge.items()}, victims, aimed, note)
+        elif victims is not None and shape in ("one", "leader", "controller"):  # targets named, no grudge: isolate them
+            value = self.apply(shape, isolate(victims, self.brokers), victims, aimed, note)
+        else:
+            found, chosen = self.grudge_for(shape, rng, aimed)
+            value = self.apply(shape, found, chosen, aimed, note)
+        return value
 
-    def isolate(self, victims: list["Node"]) -> dict[str, Any]:
-        """Isolate exactly these brokers from the others (for scenarios that pick their victim)."""
-        return self.apply("one", isolate(victims, self.brokers), victims)
-
-    def cut_clients(self, victims: list["Node"]) -> dict[str, Any]:
+    def cut_clients(self, victims: list["Node"], note: str | None = None) -> dict[str, Any]:
         """Cut the host's clients from these brokers; the brokers still talk to each other."""
         roles = self.roles(victims)
         for node in victims:
             net.drop_host_clients(node, "PART")
         value = {"shape": "client", "targets": [n.node_id for n in victims], "roles": roles, "cut": "host clients"}
+        if note is not None:
+            value["replay"] = note
         self.active = value
-        self.record("start-partition", value)
+        self.record(PARTITION.start, value)
         return value
 
-    def apply(self, shape: str, grudge: Grudge, victims: list["Node"]) -> dict[str, Any]:
+    def apply(self, shape: str, grudge: Grudge, victims: list["Node"], aimed: dict[str, Any] | None = None,
+              note: str | None = None) -> dict[str, Any]:
         assert self.cluster is not None
-        if self.one_way_cuts:
+        if self.one_way_cuts and note != "recorded targets":  # a recorded grudge is already one-way
             grudge = one_way(grudge)
         roles = self.roles(victims)
         for node_id, peers in grudge.items():
@@ -141,14 +156,17 @@ class PartitionNemesis(Nemesis):
             "targets": [n.node_id for n in victims],
             "roles": roles,
             "grudge": {str(k): sorted(v) for k, v in sorted(grudge.items())},
+            **(aimed or {}),
         }
+        if note is not None:
+            value["replay"] = note
         self.active = value
-        self.record("start-partition", value)
+        self.record(PARTITION.start, value)
         return value
 
     def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
         if action == "start":
-            return self.start(params.get("shape") or rng.choice(self.shapes), rng)
+            return self.start(params.get("shape") or rng.choice(self.shapes), rng, params)
         return self.teardown()
 
     def teardown(self) -> dict[str, Any]:
@@ -156,7 +174,7 @@ class PartitionNemesis(Nemesis):
             net.heal(node, "PART")
         value = {"healed": self.active is not None, "was": self.active}
         self.active = None
-        self.record("stop-partition", value)
+        self.record(PARTITION.stop, value)
         return value
 
 
@@ -164,8 +182,9 @@ class PacketLossNemesis(Nemesis):
     """Random packet drop with probability p between chosen brokers (iptables `statistic`; no netem here)."""
 
     option_names = ("probability", "target")
+    replay_keys = ("targets",)
 
-    name = "loss"
+    name, faults = "loss", (LOSS,)
 
     def __init__(self, probability: float = 0.2, target: str = "one") -> None:
         super().__init__()
@@ -178,7 +197,9 @@ class PacketLossNemesis(Nemesis):
         if action != "start":
             return self.teardown()
         assert self.cluster is not None
-        victims = choose_nodes(self.cluster, params.get("target", self.target), rng, self.topic)
+        victims, note = self.replay_nodes(params)
+        if victims is None:
+            victims = choose_nodes(self.cluster, params.get("target", self.target), rng, self.topic)
         others = [b for b in self.brokers if b not in victims]
         for victim in victims:  # both directions between victims and the rest
             net.drop_from(victim, others, "LOSS", self.probability)
@@ -186,7 +207,9 @@ class PacketLossNemesis(Nemesis):
             net.drop_from(other, victims, "LOSS", self.probability)
         self.active = True
         value = {"targets": [v.node_id for v in victims], "roles": self.roles(victims), "probability": self.probability}
-        self.record("start-loss", value)
+        if note is not None:
+            value["replay"] = note
+        self.record(LOSS.start, value)
         return value
 
     def teardown(self) -> dict[str, Any]:
@@ -194,5 +217,5 @@ class PacketLossNemesis(Nemesis):
             net.heal(node, "LOSS")
         value = {"healed": self.active}
         self.active = False
-        self.record("stop-loss", value)
+        self.record(LOSS.stop, value)
         return value

@@ -13,6 +13,7 @@ import signal
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.history.faults import KILL, PAUSE
 from nemesis.base import Nemesis
 from nemesis.targets import NODE_TARGETS, choose_nodes
 
@@ -23,6 +24,7 @@ class ProcessNemesis(Nemesis):
     option_names = ("targets",)
 
     start_f = stop_f = ""
+    replay_keys = ("target", "targets", "partition")
 
     def __init__(self, targets: tuple[str, ...] = ("one", "leader", "controller")) -> None:
         super().__init__()
@@ -37,11 +39,18 @@ class ProcessNemesis(Nemesis):
             return self.teardown()
         assert self.cluster is not None
         target = params.get("target") or rng.choice(self.targets)
-        nodes = [n for n in choose_nodes(self.cluster, target, rng, self.topic) if n.node_id not in self.victims]
+        chosen, note = self.replay_nodes(params)
+        aimed: dict[str, Any] = {}
+        if chosen is None:
+            chosen = choose_nodes(self.cluster, target, rng, self.topic, aimed)
+        nodes = [n for n in chosen if n.node_id not in self.victims]
         roles = self.roles(nodes)
         for node in nodes:
             self.victims[node.node_id] = self.hit(node)
-        value = {"target": target, "targets": [n.node_id for n in nodes], "roles": roles, "pids": {str(n.node_id): self.victims[n.node_id] for n in nodes}}
+        value = {"target": target, "targets": [n.node_id for n in nodes], "roles": roles, **aimed,
+                 "pids": {str(n.node_id): self.victims[n.node_id] for n in nodes}}
+        if note is not None:
+            value["replay"] = note
         self.record(self.start_f, value)
         return value
 
@@ -63,7 +72,8 @@ class ProcessNemesis(Nemesis):
 
 
 class KillNemesis(ProcessNemesis):
-    name, start_f, stop_f = "kill", "kill", "restart"
+    name, faults = "kill", (KILL,)
+    start_f, stop_f = KILL.start, KILL.stop
 
     def hit(self, node: Any) -> int | None:
         return node.kill_process()
@@ -73,7 +83,8 @@ class KillNemesis(ProcessNemesis):
 
 
 class PauseNemesis(ProcessNemesis):
-    name, start_f, stop_f = "pause", "pause", "resume"
+    name, faults = "pause", (PAUSE,)
+    start_f, stop_f = PAUSE.start, PAUSE.stop
 
     def hit(self, node: Any) -> int | None:
         return node.send_signal(signal.SIGSTOP)

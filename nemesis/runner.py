@@ -1,10 +1,15 @@
-"""Runs a combined fault schedule against a cluster, then heals everything.
+"""The fault phase of a run: a seeded schedule executed against a cluster, then a heal.
 
-The run orchestration calls `setup(cluster, recorder)`, `start()` when the
-workload is going, and `heal_and_stop()` when the fault phase ends: it stops
-the schedule, restarts killed brokers, resumes paused ones, removes every
-iptables rule, resets clocks, and waits until every partition's ISR is full
-again (or a timeout), recording each step as a nemesis event.
+`FaultRunner` is the runtime side, not a nemesis: it drives the Jepsen-style nemeses
+(nemesis/base.py: setup, invoke, teardown) by a schedule. The run orchestration calls
+`setup(cluster, recorder)`, `start()` when the workload is going, and `heal_and_stop()`
+when the fault phase ends: it stops the schedule, restarts killed brokers, resumes paused
+ones, removes every iptables rule, resets clocks, and waits until every partition's ISR is
+full again (or a timeout), recording each step as a nemesis event.
+
+Every executed event keeps what its nemesis resolved (targets, the partition aimed at, the
+grudge, clock offsets) and its actual time; `describe()` puts that schedule in config.json,
+and a runner given it back (`run --replay`) hits the same nodes at the same times.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from nemesis.base import Nemesis, NemesisRecorder
 from nemesis.clock import ClockNemesis
 from nemesis.partition import SHAPES, PacketLossNemesis, PartitionNemesis
 from nemesis.process import KillNemesis, PauseNemesis
+from harness.history.faults import ERROR, HEAL
 from nemesis.schedule import PACKAGES, FaultEvent, build_schedule, package_rng
 from nemesis.targets import NODE_TARGETS
 
@@ -53,8 +59,8 @@ def build_nemeses(
     return {name: makers[name]() for name in names}
 
 
-class NemesisRunner:
-    """Executes a seeded schedule in one bounded background thread."""
+class FaultRunner:
+    """Executes a seeded (or recorded) schedule in one bounded background thread."""
 
     def __init__(
         self,
@@ -64,11 +70,15 @@ class NemesisRunner:
         seed: int = 0,
         isr_timeout_s: float = 120.0,
         topic: str | None = None,
+        schedule: list[FaultEvent] | None = None,
     ) -> None:
         if interval_s <= 0:
             raise HarnessError(f"nemesis interval {interval_s} must be > 0 seconds")
         self.nemeses, self.seed, self.isr_timeout_s, self.interval_s = nemeses, seed, isr_timeout_s, interval_s
-        self.schedule: list[FaultEvent] = build_schedule(list(nemeses), time_limit_s, interval_s, seed)
+        self.replaying = schedule is not None
+        self.schedule: list[FaultEvent] = (schedule if schedule is not None
+                                           else build_schedule(list(nemeses), time_limit_s, interval_s, seed))
+        self.executed: list[FaultEvent] = []  # each event as it ran: actual time, resolved params
         self._rngs = {name: package_rng(seed, name, "choices") for name in nemeses}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -76,23 +86,29 @@ class NemesisRunner:
         self.recorder: NemesisRecorder | None = None
         self.topic: str | None = topic  # the workload topic: 'leader' targets lead one of its partitions
         self.errors: list[str] = []
-        self.heal_outcome: dict[str, Any] | None = None
+        self._began = 0.0
 
     @property
     def name(self) -> str:
         return "+".join(self.nemeses) or "none"
 
+    @property
+    def packages(self) -> list[str]:
+        return list(self.nemeses)
+
     def describe(self) -> dict[str, Any]:
-        """What config.json needs to reproduce and explain the faults."""
+        """What config.json needs to reproduce and explain the faults: before the run the planned
+        schedule, after it the executed one (actual times, resolved targets)."""
         return {
             "packages": list(self.nemeses),
             "interval_s": self.interval_s,
             "seed": self.seed,
             "options": {name: nemesis.options() for name, nemesis in self.nemeses.items()},
-            "schedule": [e.as_dict() for e in self.schedule],
+            "replayed": self.replaying,
+            "schedule": [e.as_dict() for e in (self.executed or self.schedule)],
         }
 
-    def setup(self, cluster: "KafkaCluster", recorder: NemesisRecorder | None = None, topic: str | None = None) -> "NemesisRunner":
+    def setup(self, cluster: "KafkaCluster", recorder: NemesisRecorder | None = None, topic: str | None = None) -> "FaultRunner":
         self.cluster, self.recorder, self.topic = cluster, recorder, topic or self.topic
         for nemesis in self.nemeses.values():
             nemesis.setup(cluster, recorder, self.topic)
@@ -105,21 +121,26 @@ class NemesisRunner:
         self._thread.start()
 
     def _run(self) -> None:
-        began = time.monotonic()
+        self._began = time.monotonic()
         for event in self.schedule:
-            if self._stop.wait(max(0.0, began + event.at_s - time.monotonic())):
+            if self._stop.wait(max(0.0, self._began + event.at_s - time.monotonic())):
                 return
             self.execute(event)
 
     def execute(self, event: FaultEvent) -> None:
         nemesis = self.nemeses[event.package]
+        at_s = round(time.monotonic() - self._began, 3) if self._began else event.at_s
         try:
-            nemesis.invoke(event.action, {}, self._rngs[event.package])
+            value = nemesis.invoke(event.action, dict(event.params), self._rngs[event.package])
+            params = nemesis.replay_params(value) if event.action == "start" else {}
+            self.executed.append(FaultEvent(at_s, event.package, event.action, params))
         except Exception as exc:  # a fault that cannot be applied now (e.g. no leader mid-election) is recorded, not fatal
             message = f"{event.package} {event.action}: {exc}"
             self.errors.append(message)
             log.warning("nemesis error: %s", message)
-            nemesis.record("nemesis-error", {"package": event.package, "action": event.action, "error": str(exc)[:500]})
+            nemesis.record(ERROR, {"package": event.package, "action": event.action, "error": str(exc)[:500]})
+            # Kept in the executed schedule, so that a replay tries it again at the same time.
+            self.executed.append(FaultEvent(at_s, event.package, event.action, dict(event.params)))
 
     def heal_and_stop(self) -> dict[str, Any]:
         """Stop the schedule, undo every fault, wait for full ISRs; return (and record) what happened."""
@@ -135,8 +156,7 @@ class NemesisRunner:
                     self.errors.append(f"heal {name}: {exc}")
         outcome = self.wait_for_full_isr()
         if self.recorder is not None:
-            self.recorder.nemesis("heal", outcome)
-        self.heal_outcome = outcome
+            self.recorder.nemesis(HEAL, outcome)
         return outcome
 
     def wait_for_full_isr(self) -> dict[str, Any]:

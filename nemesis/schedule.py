@@ -10,7 +10,8 @@ at a random offset within its first interval, so packages are staggered.
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 PACKAGES = ("partition", "kill", "pause", "clock", "loss")
 
@@ -20,9 +21,18 @@ class FaultEvent:
     at_s: float  # seconds after the fault phase starts
     package: str
     action: str  # "start" or "stop"
+    # What the nemesis resolved when it ran (targets, shape, grudge, offsets): empty in a fresh
+    # schedule, filled in by the runner, and given back to the nemesis by a replay.
+    params: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+def recorded_schedule(events: list[dict[str, Any]]) -> list[FaultEvent]:
+    """A schedule as config.json recorded it (nemesis_config.schedule), to replay."""
+    return sorted((FaultEvent(float(e["at_s"]), str(e["package"]), str(e["action"]), dict(e.get("params") or {}))
+                   for e in events), key=lambda e: (e.at_s, e.package))
 
 
 def package_rng(seed: int, package: str, purpose: str) -> random.Random:

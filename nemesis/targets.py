@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
 
@@ -21,25 +21,31 @@ log = logging.getLogger("nemesis")
 NODE_TARGETS = ("one", "leader", "controller", "minority", "majority", "all")
 
 
-def leader_node(cluster: "KafkaCluster", topic: str | None, rng: random.Random) -> "Node | None":
-    """The leader of a randomly chosen partition of the workload topic (None while leaderless)."""
+def leader_node(cluster: "KafkaCluster", topic: str | None, rng: random.Random,
+                aimed: dict[str, Any] | None = None) -> "Node | None":
+    """The leader of a randomly chosen partition of the workload topic (None while leaderless).
+    The partition aimed at goes into `aimed` (recorded with the fault, so a replay can say it)."""
     if topic is None:
         raise HarnessError("the 'leader' target needs a workload topic", hint="pass topic= to the nemesis setup")
     state = cluster.partition_state(topic)
     if not state:
         return None  # no majority of brokers agrees on the topic's state right now
-    leader = state[rng.choice(sorted(state))]["leader"]
+    partition = rng.choice(sorted(state))
+    if aimed is not None:
+        aimed["partition"] = f"{topic}-{partition}"
+    leader = state[partition]["leader"]
     return cluster.node(leader) if leader >= 0 else None
 
 
-def choose_nodes(cluster: "KafkaCluster", target: str, rng: random.Random, topic: str | None = None) -> list["Node"]:
+def choose_nodes(cluster: "KafkaCluster", target: str, rng: random.Random, topic: str | None = None,
+                 aimed: dict[str, Any] | None = None) -> list["Node"]:
     """The brokers that `target` names right now; an empty list when the role has no holder."""
     brokers = list(cluster.brokers)
     n = len(brokers)
     if target == "one":
         return [rng.choice(brokers)]
     if target == "leader":
-        node = leader_node(cluster, topic, rng)
+        node = leader_node(cluster, topic, rng, aimed)
         return [node] if node else []
     if target == "controller":
         node = cluster.active_controller()

@@ -10,15 +10,15 @@ from analysis.producer_evidence import known_client_duplicates
 from harness.finish import check_and_report
 from harness.history import read_history, validate_history
 from harness.run import TOPIC, RunConfig, run
-from nemesis.runner import NemesisRunner, build_nemeses
+from nemesis.runner import FaultRunner, build_nemeses
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def test_safe_profile_under_partition_kill_pause_clock_loses_nothing(prepared, spark, tmp_path, report_figure):
     config = RunConfig(store=tmp_path, profile="safe", time_limit_s=60, rate=300, seed=11, partitions=4)
-    faults = NemesisRunner(build_nemeses(["partition", "kill", "pause", "clock"]), 60, interval_s=5, seed=11, topic=TOPIC)
-    result = run(config, nemesis=faults)
+    faults = FaultRunner(build_nemeses(["partition", "kill", "pause", "clock"]), 60, interval_s=5, seed=11, topic=TOPIC)
+    result = run(config, faults=faults)
 
     assert validate_history(result.run_dir / "history.jsonl") == []
     events = read_history(result.run_dir / "history.jsonl")

@@ -121,7 +121,7 @@ def test_fast_failover_on_the_default_version(tmp_path):
     assert s["history_counts"]["lost-write"] == 5 and s["headline"]["lost"] == 5
     assert s["bug_shown"] is False
     steps = [e for e in map(json.loads, (run_dir / "history.jsonl").read_text().splitlines()) if e["process"] == "nemesis"]
-    assert {"kill", "start", "cut", "heal", "reassign", "elect", "scenario-drain"} <= {e["f"] for e in steps}
+    assert {"kill", "restart", "cut", "heal", "reassign", "elect", "scenario-drain"} <= {e["f"] for e in steps}
 
 
 @pytest.mark.docker

@@ -11,7 +11,7 @@ a profile always says it explicitly.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.errors import HarnessError
@@ -67,8 +67,16 @@ class Profile:
         return replace(self, replication_factor=rf, min_insync_replicas=min(self.min_insync_replicas, rf))
 
     def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["producer"], d["consumer"], d["topic"] = self.producer_config(), self.consumer_config(), self.topic_config()
+        """The profile as config.json spells it: one flat dict of Kafka's own keys, the spelling
+        analysis/permissions.py reads (config_format 2; older run directories spelled it three
+        ways at once, which permissions still reads)."""
+        d: dict[str, Any] = {"name": self.name, "description": self.description}
+        d.update({k: v for k, v in self.producer_config().items() if k != "max.in.flight.requests.per.connection"})
+        d["max.in.flight"] = self.max_in_flight
+        d.update(self.consumer_config())
+        d["replication.factor"] = self.replication_factor
+        d["min.insync.replicas"] = self.min_insync_replicas
+        d["unclean.leader.election.enable"] = self.unclean_leader_election
         return d
 
 

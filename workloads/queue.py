@@ -19,39 +19,20 @@ import logging
 import random
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
 
 from harness.errors import HarnessError
 from harness.history import Recorder
 from workloads.clients import ConsumerClient, ProcessIds, ProducerClient
+from workloads.drain import DrainResult, drain_one, high_watermarks
+from workloads.pacing import Pacer
 from workloads.profiles import Profile
 
 log = logging.getLogger(__name__)
 
 MAX_BURST = 2000  # sends between checks of the stop flag at very high rates
-
-
-@dataclass
-class DrainResult:
-    complete: bool
-    high_watermarks: dict[int, int]
-    timed_out_partitions: list[int]
-    processes: list[int] = field(default_factory=list)
-    seconds: float = 0.0
-    first_index: int = 0  # history index of the drain's first event
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "complete": self.complete,
-            "high_watermarks": {str(p): o for p, o in sorted(self.high_watermarks.items())},
-            "timed_out_partitions": sorted(self.timed_out_partitions),
-            "processes": self.processes,
-            "first_index": self.first_index,
-            "seconds": round(self.seconds, 3),
-        }
 
 
 class QueueWorkload:
@@ -80,7 +61,6 @@ class QueueWorkload:
         self._threads: list[threading.Thread] = []
         self.errors: list[str] = []  # unexpected exceptions in worker threads
         self._ready: list[threading.Event] = []
-        self.started_ns = 0
 
     # --- the main phase ---------------------------------------------------------------
     def start(self, ready_timeout_s: float = 120.0) -> None:
@@ -99,7 +79,6 @@ class QueueWorkload:
                 f"{len(self.errors)} client(s) could not start: {'; '.join(self.errors[:3])}",
                 hint="fix the client settings named above (profile or workload options); nothing was measured",
             )
-        self.started_ns = self.recorder.elapsed_ns()
 
     def _opened(self) -> None:
         self._ready[self._thread_index()].set()
@@ -140,15 +119,15 @@ class QueueWorkload:
 
     def _producer_loop(self, w: int) -> None:
         rng = random.Random(self.seed * 1_000_003 + w)
-        per_second = self.rate / self.producers
+        pacer = Pacer(self.rate / self.producers)
         client, n = self.new_producer(), 0
         self._opened()
-        began = time.monotonic()
+        pacer.begin()
         try:
             while not self._stop.is_set():
-                due = int(per_second * (time.monotonic() - began)) - n
+                due = pacer.due(n)
                 if due <= 0:
-                    client.poll(min(0.005, 1.0 / per_second))
+                    client.poll(min(0.005, pacer.gap_s))  # serve delivery callbacks while waiting
                     continue
                 for _ in range(min(due, MAX_BURST)):
                     client.send(rng.randrange(self.partitions), n * self.producers + w)
@@ -188,34 +167,11 @@ class QueueWorkload:
             client.close()
 
     # --- the final drain ------------------------------------------------------------
-    def high_watermarks(self, timeout_s: float = 60.0) -> dict[int, int]:
-        """Every partition's high watermark. Right after an election a new leader answers
-        OFFSET_NOT_AVAILABLE until its high watermark catches up, so retriable errors are retried
-        until `timeout_s`."""
-        probe = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"{self.group_id}-hwm",
-                          "logger": logging.getLogger("librdkafka.consumer")})
-        deadline = time.monotonic() + timeout_s
-        high: dict[int, int] = {}
-        try:
-            for p in range(self.partitions):
-                while True:
-                    try:
-                        high[p] = probe.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
-                        break
-                    except KafkaException as exc:
-                        err = exc.args[0]
-                        if not (err.retriable() or err.code() == KafkaError.OFFSET_NOT_AVAILABLE) or time.monotonic() > deadline:
-                            raise
-                        time.sleep(0.5)
-            return high
-        finally:
-            probe.close()
-
     def drain(self, timeout_s: float = 60.0) -> DrainResult:
         """Every consumer (at least one) re-reads every partition from the beginning to its high watermark."""
         began = time.monotonic()
         first_index = self.recorder.events_recorded
-        high = self.high_watermarks()
+        high = high_watermarks(self.bootstrap, self.topic, range(self.partitions), f"{self.group_id}-hwm")
         results: list[set[int]] = []
         processes: list[int] = []
         lock = threading.Lock()
@@ -239,20 +195,3 @@ class QueueWorkload:
         timed_out_partitions = set().union(*results) if results else set(range(self.partitions))
         complete = len(results) == len(threads) and not timed_out_partitions
         return DrainResult(complete, high, sorted(timed_out_partitions), sorted(processes), time.monotonic() - began, first_index)
-
-
-def drain_one(client: ConsumerClient, partitions: int, high: dict[int, int], deadline: float) -> set[int]:
-    """Assign every partition from the beginning and poll until each is read to `high`; return those that were not."""
-    client.assign(list(range(partitions)), "beginning")
-
-    def remaining() -> set[int]:
-        return {
-            p for p in range(partitions)
-            if high[p] > 0 and max(client.next_offset.get(p, 0), client.eof.get(p, 0)) < high[p]
-        }
-
-    left = remaining()
-    while left and time.monotonic() < deadline:
-        client.poll(max_records=5000, timeout_s=0.2)
-        left = remaining()
-    return left

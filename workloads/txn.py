@@ -23,6 +23,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from harness.history import Recorder
 from workloads.clients import _epoch
 from workloads.outcomes import error_text
+from workloads.pacing import Pacer
 from workloads.profiles import Profile
 from workloads.queue import QueueWorkload
 
@@ -154,14 +155,14 @@ class TxnWorkload(QueueWorkload):
 
     def _producer_loop(self, w: int) -> None:
         rng = random.Random(self.seed * 1_000_003 + w)
-        per_second = self.rate / self.producers
+        pacer = Pacer(self.rate / self.producers)
         client, n = self.new_txn_producer(w), 0
         self._opened()
-        began = time.monotonic()
+        pacer.begin()
         try:
             while not self._stop.is_set():
-                if n >= per_second * (time.monotonic() - began):
-                    time.sleep(min(0.01, 1.0 / per_second))
+                if pacer.due(n) <= 0:
+                    time.sleep(min(0.01, pacer.gap_s))
                     continue
                 keys = rng.sample(range(self.partitions), min(self.partitions, rng.randint(2, 4)))
                 sends = [(k, (n + i) * self.producers + w) for i, k in enumerate(keys)]

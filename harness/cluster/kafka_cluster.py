@@ -6,7 +6,7 @@
         producer = Producer({"bootstrap.servers": cluster.bootstrap_servers()})
 
 KRaft combined mode (every node broker+controller) by default, or a separate
-controller quorum with `with_separate_controllers(n)`. Versions before KRaft
+controller quorum with `controllers=n`. Versions before KRaft
 (and 3.x on request, `metadata="zookeeper"`) run with one ZooKeeper node,
 started from the same version's jars. Every container and
 network carries the run-id label; teardown removes them also on exceptions
@@ -20,6 +20,7 @@ import logging
 import secrets
 import shutil
 import tempfile
+import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -32,18 +33,10 @@ from testcontainers.core.config import testcontainers_config
 from testcontainers.core.network import Network
 
 from harness.provision.bootstrap import prepare
-from harness.cluster.broker_config import (
-    NODE_DIR,
-    ZOOKEEPER_PORT,
-    NodeSpec,
-    log4j1_properties,
-    log4j2_properties,
-    server_properties,
-    zookeeper_properties,
-)
+from harness.cluster.broker_config import ZOOKEEPER_PORT, NodeSpec
 from harness.errors import ClusterError
 from harness.provision.kafka_jars import KafkaDistribution
-from harness.cluster.node import KAFKA_MAIN, ZOOKEEPER_MAIN, KafkaNodeContainer, Node, network_address, start_script
+from harness.cluster.node import KafkaNodeContainer, Node, network_address
 from harness.cluster.metadata_views import BrokerView, collect_views, majority_view
 from harness.cluster.quorum import read_active_controller
 from harness.provision.settings import RUN_LABEL
@@ -107,19 +100,6 @@ class KafkaCluster:
         self.cluster_id = new_cluster_id()
         self.timings: dict[str, float] = {}
         self._admin: AdminClient | None = None
-
-    # --- fluent configuration -------------------------------------------------
-    def with_broker_config(self, **props: Any) -> Self:
-        self.broker_config.update({k.replace("_", "."): v for k, v in props.items()})
-        return self
-
-    def with_separate_controllers(self, count: int = 3) -> Self:
-        self.controller_count = count
-        return self
-
-    def with_work_dir(self, path: Path | str) -> Self:
-        self._work_dir, self._owns_work_dir = Path(path), False
-        return self
 
     # --- lifecycle ------------------------------------------------------------
     def __enter__(self) -> Self:
@@ -215,35 +195,9 @@ class KafkaCluster:
             if spec.is_broker:
                 node.host_port = int(container.get_exposed_port(19092))
             node.address = network_address(container, self.network)
-            self._write_node_files(node, broker_specs, controller_specs)
-
-    def _write_node_files(self, node: Node, broker_specs: list[NodeSpec], controller_specs: list[NodeSpec]) -> None:
-        assert self.distribution is not None
-        conf = node.node_dir / "conf"
-        main = KAFKA_MAIN
-        if node.spec.is_zookeeper:
-            (conf / "zookeeper.properties").write_text(zookeeper_properties())
-            main = ZOOKEEPER_MAIN
-        else:
-            props = server_properties(
-                node.spec,
-                controllers=controller_specs,
-                broker_count=len(broker_specs),
-                host_port=node.host_port,
-                zookeeper_connect=None if self.is_kraft else f"zookeeper:{ZOOKEEPER_PORT}",
-                overrides=self.broker_config if node.spec.is_broker else None,
-            )
-            (conf / "server.properties").write_text(props)
-        if self.distribution.logging == "log4j2":
-            (conf / "log4j2.properties").write_text(log4j2_properties())
-            log_opt = f"-Dlog4j2.configurationFile={conf_path(node, 'log4j2.properties')}"
-        else:
-            (conf / "log4j.properties").write_text(log4j1_properties())
-            log_opt = f"-Dlog4j.configuration=file:{conf_path(node, 'log4j.properties')}"
-        script = node.node_dir / "start.sh"
-        script.write_text(start_script(log_opt, main=main))
-        script.chmod(0o755)
-        node.clock_offset_path.write_text("+0\n")
+            node.write_files(self.distribution.logging, broker_specs, controller_specs,
+                             zookeeper_connect=None if self.is_kraft else f"zookeeper:{ZOOKEEPER_PORT}",
+                             overrides=self.broker_config if spec.is_broker else None)
 
     def _start_processes(self) -> None:
         if self.zookeeper is not None:
@@ -322,6 +276,27 @@ class KafkaCluster:
                 f"teardown of run {self.run_id} left resources behind: {'; '.join(failures)}",
                 hint=f"run `python -m harness cleanup --run-id {self.run_id}`",
             )
+
+    def describe(self) -> dict[str, Any]:
+        """cluster.json: brokers, ports, addresses, containers, versions, run id, timings."""
+        from confluent_kafka import libversion, version
+
+        assert self.distribution is not None, "the cluster has not been started"
+        return {
+            "run_id": self.run_id,
+            "cluster_id": self.cluster_id,
+            "kafka_version": self.distribution.version,
+            "bootstrap_servers": self.bootstrap_servers(),
+            "brokers": [
+                {"node_id": n.node_id, "hostname": n.hostname, "roles": list(n.roles), "host_port": n.host_port,
+                 "address": n.address, "container": n.container.get_wrapped_container().name}
+                for n in self.brokers
+            ],
+            "controllers": [n.node_id for n in self.controllers],
+            "client": {"confluent_kafka": version()[0], "librdkafka": libversion()[0]},
+            "python": sys.version.split()[0],
+            "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+        }
 
     # --- queries --------------------------------------------------------------
     def bootstrap_servers(self) -> str:
@@ -412,7 +387,3 @@ class KafkaCluster:
                 return
             time.sleep(0.2)
         raise ClusterError(f"topic {name!r} was created but not every partition had a leader within {timeout_s:.0f} s")
-
-
-def conf_path(node: Node, name: str) -> str:
-    return f"{NODE_DIR}/conf/{name}"

@@ -13,17 +13,18 @@ KRaft election).
 
 from __future__ import annotations
 
-import os
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
-from harness.cluster.broker_config import EXTERNAL_PORT, KAFKA_LIBS, NODE_DIR, NodeSpec
+from harness.cluster.broker_config import (EXTERNAL_PORT, KAFKA_LIBS, NODE_DIR, NodeSpec, log4j1_properties,
+                                          log4j2_properties, server_properties, zookeeper_properties)
 from harness.errors import ClusterError
+from harness.history.files import write_text
 from harness.provision.settings import RUN_LABEL
 
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
@@ -99,7 +100,6 @@ class Node:
     node_dir: Path
     host_port: int | None = None
     address: str = ""
-    format_cluster_id: str | None = field(default=None, repr=False)
 
     @property
     def node_id(self) -> int:
@@ -114,12 +114,32 @@ class Node:
         return self.spec.roles
 
     @property
-    def log_path(self) -> Path:
-        return self.node_dir / "server.log"
-
-    @property
     def clock_offset_path(self) -> Path:
         return self.node_dir / "clock" / "offset"
+
+    def write_files(self, logging: str, broker_specs: list[NodeSpec], controller_specs: list[NodeSpec],
+                    zookeeper_connect: str | None, overrides: dict[str, object] | None) -> None:
+        """conf/ (server or ZooKeeper properties, the logging config), start.sh and a zero clock
+        offset, in the node folder that the container mounts."""
+        conf = self.node_dir / "conf"
+        main = KAFKA_MAIN
+        if self.spec.is_zookeeper:
+            (conf / "zookeeper.properties").write_text(zookeeper_properties())
+            main = ZOOKEEPER_MAIN
+        else:
+            (conf / "server.properties").write_text(server_properties(
+                self.spec, controllers=controller_specs, broker_count=len(broker_specs), host_port=self.host_port,
+                zookeeper_connect=zookeeper_connect, overrides=overrides))
+        if logging == "log4j2":
+            (conf / "log4j2.properties").write_text(log4j2_properties())
+            log_opt = f"-Dlog4j2.configurationFile={NODE_DIR}/conf/log4j2.properties"
+        else:
+            (conf / "log4j.properties").write_text(log4j1_properties())
+            log_opt = f"-Dlog4j.configuration=file:{NODE_DIR}/conf/log4j.properties"
+        script = self.node_dir / "start.sh"
+        script.write_text(start_script(log_opt, main=main))
+        script.chmod(0o755)
+        self.clock_offset_path.write_text("+0\n")
 
     def exec(self, command: str) -> tuple[int, str]:
         """Run `sh -c command` in the container; return (exit code, combined output)."""
@@ -165,9 +185,7 @@ class Node:
 
     def set_clock_offset(self, offset: str) -> None:
         """Write a libfaketime offset such as "+0", "+90s" or "-5m"; the JVM reads it within ~1 s."""
-        tmp = self.clock_offset_path.with_suffix(".tmp")
-        tmp.write_text(offset + "\n")
-        os.replace(tmp, self.clock_offset_path)
+        write_text(self.clock_offset_path, offset + "\n")  # atomic: the JVM never reads half an offset
 
     def log_tail(self, lines: int = 40) -> str:
         """Last lines of server.log, or stdout.log when the JVM died before logging started."""

@@ -18,13 +18,14 @@ offset by offset. `collect` writes RUN_DIR/replicas.json (shape in docs/scenario
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.cluster.broker_config import DATA_DIR, KAFKA_LIBS
 from harness.cluster.node import JDK17_OPENS
+from harness.history.files import write_json
+from harness.provision.kafka_jars import parse_version
 
 if TYPE_CHECKING:
     from harness.cluster import KafkaCluster
@@ -37,13 +38,9 @@ _PAYLOAD = re.compile(r"payload: (\S*)")
 _EPOCH = re.compile(r"partitionLeaderEpoch: (-?\d+)")
 
 
-def version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
-
-
 def dump_tool(kafka_version: str) -> str:
     """DumpLogSegments moved from core (Scala) to the tools module in Kafka 4.0."""
-    return "org.apache.kafka.tools.DumpLogSegments" if version_tuple(kafka_version) >= (4, 0) else "kafka.tools.DumpLogSegments"
+    return "org.apache.kafka.tools.DumpLogSegments" if parse_version(kafka_version) >= (4, 0) else "kafka.tools.DumpLogSegments"
 
 
 def parse_dump(text: str) -> list[tuple[int, int | str | None, int | None]]:
@@ -157,9 +154,6 @@ def collect(cluster: "KafkaCluster", topic: str, partitions: list[int], kafka_ve
                 for b in replica_ids[p]}
         result["partitions"][str(p)] = {"replicas": reps, "divergence": divergence(reps)}
     if run_dir is not None:
-        target = Path(run_dir) / "replicas.json"
-        tmp = target.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(result, indent=1) + "\n")
-        os.replace(tmp, target)
+        write_json(Path(run_dir) / "replicas.json", result, sort_keys=False, indent=1)
     return result
 

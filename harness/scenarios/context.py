@@ -1,7 +1,7 @@
 """ScenarioContext: the step helpers a scenario is written with, and `run_scenario`.
 
 Every step is recorded in the history as a nemesis event (process "nemesis", type "info", f
-"scenario-step" or a more specific f such as "kill", "start", "cut", "elect") before and after it
+"scenario-step" or a more specific f such as "kill", "restart", "cut", "elect") before and after it
 acts, every wait is bounded, and writes and reads go through the recorded clients, so the
 history is an ordinary one that the normal checker reads.
 
@@ -21,22 +21,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from confluent_kafka import Consumer, ElectionType, KafkaException, TopicPartition
+from confluent_kafka import ElectionType, KafkaException, TopicPartition
 
 from harness.cluster import replicas as replica_evidence
-from harness.cluster import KafkaCluster, new_run_id
+from harness.cluster import KafkaCluster
 from harness.errors import HarnessError
-from harness.history import FORMAT_VERSION, Recorder
-from harness.provision.kafka_jars import kraft_supported
+from harness.history import Recorder
+from harness.history.faults import CUT as CUT_FAULT, KILL
+from harness.provision.kafka_jars import kraft_supported, parse_version
 from harness.cluster.node import Node
-from harness.cluster.replicas import version_tuple
-from harness.run import _write_json, cluster_description, prepare_store
+from harness.run_dir import RunDirectory
 from harness.scenarios import Scenario
 from harness.provision.settings import kafka_version as resolve_kafka_version
 from nemesis import net
 from workloads.clients import ConsumerClient, ProcessIds, ProducerClient
 from workloads.profiles import PROFILES, Profile
-from workloads.queue import drain_one
+from workloads.drain import drain_one, high_watermarks
 
 log = logging.getLogger(__name__)
 
@@ -70,17 +70,6 @@ def scenario_profile(s: Scenario) -> Profile:
     return replace(base, name=f"scenario:{s.name}", description=s.description, acks=s.acks, enable_idempotence=False,
                    replication_factor=s.replication_factor, min_insync_replicas=s.min_insync_replicas, unclean_leader_election=s.unclean,
                    delivery_timeout_ms=20_000, isolation_level="read_uncommitted")
-
-
-def profile_record(p: Profile) -> dict[str, Any]:
-    """The profile as config.json carries it: the Profile's fields plus the dotted keys that
-    analysis/permissions.py reads."""
-    d = p.as_dict()
-    d.update({"acks": p.acks, "enable.idempotence": p.enable_idempotence, "retries": p.retries,
-              "max.in.flight": p.max_in_flight, "isolation.level": p.isolation_level,
-              "unclean.leader.election.enable": p.unclean_leader_election,
-              "min.insync.replicas": p.min_insync_replicas, "replication.factor": p.replication_factor})
-    return d
 
 
 class ScenarioContext:
@@ -128,7 +117,7 @@ class ScenarioContext:
         return named | ({"D": self.D.node_id} if self.D is not None else {})
 
     def at_least(self, version: str) -> bool:
-        return version_tuple(self.version) >= version_tuple(version)
+        return parse_version(self.version) >= parse_version(version)
 
     # --- recording ------------------------------------------------------------------------
     def step(self, what: str, f: str = "scenario-step", **value: Any) -> dict[str, Any]:
@@ -185,11 +174,12 @@ class ScenarioContext:
     # --- processes -------------------------------------------------------------------------------
     def kill(self, node: Node) -> None:
         pid = node.kill_process()
-        self.step(f"kill {self.name(node)}", "kill", node=node.node_id, pid=pid)
+        self.step(f"kill {self.name(node)}", KILL.start, node=node.node_id, targets=[node.node_id], pid=pid)
 
     def start(self, node: Node) -> None:
         pid = node.start_process()
-        self.step(f"start {self.name(node)}", "start", node=node.node_id, pid=pid)
+        # KILL.stop ("restart"), as the kill nemesis records it: the report's kill band ends here.
+        self.step(f"start {self.name(node)}", KILL.stop, node=node.node_id, targets=[node.node_id], pid=pid)
 
     # --- waits -------------------------------------------------------------------------------------
     def wait_for(self, what: str, predicate: Callable[[dict[str, Any] | None], bool], timeout_s: float,
@@ -285,13 +275,14 @@ class ScenarioContext:
         net.drop_from(a, [b], CUT)
         if both_ways:
             net.drop_from(b, [a], CUT)
-        self.step(f"cut {self.name(a)}{'<->' if both_ways else '<-'}{self.name(b)}", "cut", drop_on=[a.node_id] + ([b.node_id] if both_ways else []),
+        self.step(f"cut {self.name(a)}{'<->' if both_ways else '<-'}{self.name(b)}", CUT_FAULT.start,
+                  targets=sorted({a.node_id, b.node_id}), drop_on=[a.node_id] + ([b.node_id] if both_ways else []),
                   from_=[b.node_id] + ([a.node_id] if both_ways else []))
 
     def heal(self) -> None:
         for n in self.cluster.brokers:
             net.heal(n, CUT)
-        self.step("heal every cut", "heal")
+        self.step("heal every cut", CUT_FAULT.stop)
 
     # --- consumers -------------------------------------------------------------------------------------
     def consumer(self, extra: dict[str, Any] | None = None) -> ConsumerClient:
@@ -324,20 +315,12 @@ class ScenarioContext:
             thread.join(timeout=10)
 
     # --- the end -----------------------------------------------------------------------------------------
-    def high_watermark(self, timeout_s: float = 10.0) -> int:
-        probe = Consumer({"bootstrap.servers": self.cluster.bootstrap_servers(), "group.id": "scenario-hwm",
-                          "logger": logging.getLogger("librdkafka.consumer")})
-        try:
-            return probe.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=timeout_s)[1]
-        finally:
-            probe.close()
-
     def drain(self, timeout_s: float = 60.0) -> dict[str, Any]:
         """The final drain: a fresh consumer reads the partition from the beginning to its high watermark."""
         began = time.monotonic()
         first_index = self.recorder.events_recorded
         try:
-            high = {0: self.high_watermark()}
+            high = high_watermarks(self.cluster.bootstrap_servers(), self.topic, [0], "scenario-hwm", timeout_s=10)
         except KafkaException as exc:
             self.step("drain: high watermark unavailable", error=str(exc))
             return {"complete": False, "high_watermarks": {}, "timed_out_partitions": [0], "processes": [],
@@ -360,35 +343,29 @@ class ScenarioContext:
 
 def run_scenario(scenario: Scenario, kafka_version: str | None, store: Path | str, command_line: list[str] | None = None) -> Path:
     """Run one scenario on one version; return the run directory. Raises HarnessError on
-    infrastructure failure (the run directory is marked FAILED). A step that cannot be carried
-    out (an election that never happens) is a result, not a failure: status "incomplete"."""
+    infrastructure failure (the run directory is marked FAILED; harness/run_dir.py). A step that
+    cannot be carried out (an election that never happens) is a result, not a failure: status
+    "incomplete"."""
     if not scenario.runnable or scenario.steps is None:
         raise HarnessError(f"scenario {scenario.name} is not runnable: {scenario.reason}")
     version = resolve_kafka_version(kafka_version)
-    store = prepare_store(Path(store))
-    run_id = new_run_id()
-    run_dir = store / run_id
-    run_dir.mkdir()
     profile = scenario_profile(scenario)
     # KRaft: D is a separate controller; ZooKeeper era: D is a fourth broker, the one elected controller.
     kraft = kraft_supported(version)
     brokers, controllers = (3, 1) if scenario.controller_apart and kraft else (4 if scenario.controller_apart else 3, 0)
     record: dict[str, Any] = {
-        "history_format": FORMAT_VERSION, "run_id": run_id, "status": "running", "seed": 0, "kafka_version": version,
-        "brokers": brokers, "workload": f"scenario:{scenario.name}", "profile": profile_record(profile), "partitions": 1,
-        "replication_factor": scenario.replication_factor, "producers": None, "consumers": None, "topic": TOPIC, "nemesis": ["scenario"],
-        "scenario": scenario.summary(), "broker_config": scenario.broker_config, "topic_config": None,
-        "command_line": " ".join(command_line or []), "drain": None,
+        "seed": 0, "kafka_version": version, "brokers": brokers, "workload": f"scenario:{scenario.name}",
+        "profile": profile.as_dict(), "partitions": 1, "replication_factor": scenario.replication_factor,
+        "producers": None, "consumers": None, "topic": TOPIC, "nemesis": ["scenario"], "scenario": scenario.summary(),
+        "broker_config": scenario.broker_config, "topic_config": None, "command_line": " ".join(command_line or []),
+        "drain": None,
     }
-    _write_json(run_dir / "config.json", record)
-    recorder = Recorder(run_dir / "history.jsonl")
-    cluster: KafkaCluster | None = None
     began = time.monotonic()
-    try:
-        cluster = KafkaCluster(brokers=brokers, kafka_version=version, broker_config=dict(scenario.broker_config),
-                               controllers=controllers, run_id=run_id, work_dir=run_dir, ready_timeout_s=180)
-        cluster.start()
-        _write_json(run_dir / "cluster.json", cluster_description(cluster))
+    with RunDirectory(store, record) as rd:
+        recorder = rd.own(Recorder(rd.path / "history.jsonl"))
+        cluster = rd.own(KafkaCluster(brokers=brokers, kafka_version=version, broker_config=dict(scenario.broker_config),
+                                      controllers=controllers, run_id=rd.run_id, work_dir=rd.path, ready_timeout_s=180))
+        rd.write("cluster.json", cluster.describe())
         ctx = ScenarioContext(cluster, recorder, profile, version, controller_apart=scenario.controller_apart)
         status, reason, observations = "completed", None, {}
         try:
@@ -403,39 +380,23 @@ def run_scenario(scenario: Scenario, kafka_version: str | None, store: Path | st
         ctx.ensure_all_running()
         ctx.wait_isr([cluster.node(i) for i in ctx.replica_ids], timeout_s=30)  # the steps waited already; a short second chance
         drain = ctx.drain()
-        evidence = replica_evidence.collect(cluster, TOPIC, [0], version, {0: ctx.replica_ids}, run_dir)
+        evidence = replica_evidence.collect(cluster, TOPIC, [0], version, {0: ctx.replica_ids}, rd.path)
         recorder.close()
-        record.update(status="completed", drain=drain, counts=dict(recorder.counts), topic_config=ctx.topic_config,
-                      seconds={"total": round(time.monotonic() - began, 3)})
-        _write_json(run_dir / "config.json", record)
-        summary = summarize(scenario, version, run_dir, status, reason, ctx, observations, evidence, drain)
-        _write_json(run_dir / "scenario.json", summary)
-        return run_dir
-    except BaseException as exc:
-        reason = str(exc) if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
-        (run_dir / "FAILED").write_text(reason + "\n")
-        record.update(status="failed", failure=reason)
-        _write_json(run_dir / "config.json", record)
-        try:
-            recorder.close(parquet=False)
-        except Exception:
-            pass
-        if isinstance(exc, HarnessError | KeyboardInterrupt | SystemExit):
-            raise
-        raise HarnessError(f"scenario run {run_id} failed: {reason}", hint=f"see {run_dir} and the broker logs there") from exc
-    finally:
-        if cluster is not None:
-            cluster.stop()
+        rd.update(status="completed", drain=drain, counts=dict(recorder.counts), topic_config=ctx.topic_config,
+                  seconds={"total": round(time.monotonic() - began, 3)})
+        rd.write("scenario.json", summarize(scenario, version, rd.path, status, reason, ctx, observations, evidence, drain))
+    return rd.path
 
 
 def summarize(scenario: Scenario, version: str, run_dir: Path, status: str, reason: str | None, ctx: ScenarioContext,
               observations: dict[str, Any], evidence: dict[str, Any], drain: dict[str, Any]) -> dict[str, Any]:
     """scenario.json: steps, writes, observations, replica divergence and history counts (reference checker)."""
     from analysis.reference import counts as reference_counts, read_jsonl
+    from analysis.verdict import headline
 
     counts = reference_counts(read_jsonl(run_dir / "history.jsonl"))
     div = evidence["partitions"]["0"]["divergence"]
-    lost = counts["lost-write"] + (counts["unseen"] if drain.get("complete") else 0)
+    lost = headline(counts, drain.get("complete"))["lost"]  # the verdict's own reading of unseen records
     summary = {
         "scenario": scenario.name, "kip": scenario.kip, "kafka_version": version, "run_id": run_dir.name,
         "status": status, "incomplete_reason": reason,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.errors import HarnessError
+from harness.finish import Finisher
 from harness.scenarios import Scenario
 
 HEADER = ("| scenario | Kafka | lost | diverged (history) | replicas diverged | detected by client | verdict | bug shown | run |\n"
@@ -61,14 +62,7 @@ def run_matrix(chosen: list[Scenario], versions: list[str], store: Path | str, u
     """Run every runnable scenario on every version (infrastructure failures become rows too)."""
     from harness.scenarios.context import run_scenario
 
-    spark = None
-    if use_checker:
-        try:
-            from analysis.spark import get_session
-
-            spark = get_session()
-        except Exception as exc:
-            echo(f"Spark checker unavailable ({type(exc).__name__}: {exc}); using the reference checker")
+    finisher = Finisher() if use_checker else None
     rows = [HEADER]
     for s in chosen:
         if not s.runnable:
@@ -82,14 +76,7 @@ def run_matrix(chosen: list[Scenario], versions: list[str], store: Path | str, u
                 rows.append(f"| {s.name} | {v} | – | – | – | – | failed to run | {str(exc)[:160]} | – |")
                 echo(f"  failed: {exc}")
                 continue
-            results = None
-            if spark is not None:
-                try:
-                    from analysis.checker import check_run
-
-                    results = check_run(run_dir, spark)
-                except Exception as exc:
-                    echo(f"  checker failed on {run_dir}: {type(exc).__name__}: {exc}")
+            results = _check(finisher, run_dir, echo) if finisher is not None else None
             rows.append(row(run_dir, results))
             echo("  " + rows[-1])
     return "\n".join(rows)
@@ -98,7 +85,7 @@ def run_matrix(chosen: list[Scenario], versions: list[str], store: Path | str, u
 def table_from_store(store: Path | str, use_checker: bool = True, echo: Callable[[str], None] = print) -> str:
     """The table for every scenario run already in `store` (newest run per scenario and version),
     checked with the normal checker unless results.json exists or `use_checker` is off."""
-    from harness.cluster.replicas import version_tuple
+    from harness.provision.kafka_jars import parse_version
     from harness.scenarios import scenarios
 
     order = list(scenarios())
@@ -107,24 +94,25 @@ def table_from_store(store: Path | str, use_checker: bool = True, echo: Callable
         s = _load(run_dir, "scenario.json") if run_dir.is_dir() else {}
         if s:
             latest[(s["scenario"], s["kafka_version"])] = run_dir  # run ids sort by time
-    spark = None
+    finisher = Finisher()
     rows = [HEADER]
     for (name, version), run_dir in sorted(latest.items(), key=lambda kv: (order.index(kv[0][0]) if kv[0][0] in order else 99,
-                                                                           [-x for x in version_tuple(kv[0][1])])):
+                                                                           [-x for x in parse_version(kv[0][1])])):
         results = _load(run_dir, "results.json") or None
         if results is None and use_checker:
-            try:
-                from analysis.checker import check_run
-
-                if spark is None:
-                    from analysis.spark import get_session
-
-                    spark = get_session()
-                results = check_run(run_dir, spark)
-            except Exception as exc:
-                echo(f"checker failed on {run_dir}: {type(exc).__name__}: {exc}")
+            results = _check(finisher, run_dir, echo)
         rows.append(row(run_dir, results))
     for s in scenarios().values():
         if not s.runnable:
             rows.append(f"| {s.name} | all | – | – | – | – | not runnable | see docs/scenarios.md | – |")
     return "\n".join(rows)
+
+
+def _check(finisher: Finisher, run_dir: Path, echo: Callable[[str], None]) -> dict | None:
+    """The Spark checker's results, or None (and why, echoed): a row falls back to the
+    reference checker's counts in scenario.json."""
+    try:
+        return finisher.check(run_dir)
+    except Exception as exc:
+        echo(f"  checker failed on {run_dir}: {type(exc).__name__}: {exc}")
+        return None

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import cli
-from harness.run_settings import make_nemesis, run_config
+from harness.run_settings import make_faults, run_config
 from workloads.profiles import get_profile
 
 COMMANDS = ["run", "check", "report", "dashboard", "trends", "scenario", "cleanup", "bootstrap", "smoke"]
@@ -28,11 +28,10 @@ def captured(monkeypatch, tmp_path):
     """Invoke `harness run ...` and return (RunConfig, nemesis) instead of running."""
     import harness.run
 
-    def fake_run(config, nemesis=None, progress=None):
-        raise Captured(config, nemesis)
+    def fake_run(config, faults=None, progress=None):
+        raise Captured(config, faults)
 
     monkeypatch.setattr(harness.run, "run", fake_run)
-    monkeypatch.setattr(harness.run, "prepare_store", lambda store: Path(store))
 
     def invoke(*args: str):
         result = CliRunner().invoke(cli, ["run", *args])
@@ -78,7 +77,8 @@ def config_json(tmp_path: Path) -> Path:
               "time_limit": 45.0, "rate": 500.0, "seed": 11, "partitions": 4, "producers": 3, "consumers": 1, "subscribe": True,
               "abort_probability": 0.2, "drain_timeout": 30.0, "nemesis": "partition,kill,loss", "nemesis_interval": 7.0,
               "partition_targets": "halves,bridge", "db_targets": "controller", "one_way": True, "loss_probability": 0.3}
-    config, nemesis = run_config(values, command_line=[]), make_nemesis(values)
+    config = run_config(values, command_line=[])
+    nemesis = make_faults(config)
     record = {"run_id": "r1", "seed": config.seed, "kafka_version": config.kafka_version, "brokers": config.brokers,
               "workload": config.workload, "profile": get_profile(config.profile).for_brokers(3).as_dict(), "rate": config.rate,
               "time_limit_s": config.time_limit_s, "partitions": config.partitions, "producers": config.producers,

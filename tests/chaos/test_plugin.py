@@ -145,8 +145,8 @@ def test_real_runner_builds_the_run_from_the_run_commands_defaults(monkeypatch, 
 
     seen = {}
 
-    def fake_run(config, nemesis=None, progress=None):
-        seen.update(config=config, nemesis=nemesis)
+    def fake_run(config, faults=None, progress=None):
+        seen.update(config=config, nemesis=faults)
         raise HarnessError("stub: no cluster")
 
     monkeypatch.setattr(harness.run, "run", fake_run)

@@ -47,8 +47,8 @@ def test_one_safe_case_of_the_nightly_matrix(tmp_path, prepared, report_figure):
 
     captured = {}
 
-    def fake_run(config, nemesis=None, progress=None):
-        captured.update(config=config, nemesis=nemesis)
+    def fake_run(config, faults=None, progress=None):
+        captured.update(config=config, nemesis=faults)
         raise SystemExit(0)
 
     original = harness.run.run
