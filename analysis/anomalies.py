@@ -1,8 +1,10 @@
 """The anomalies, one function each, in Spark SQL functions only (no Python UDFs).
 
-Every function takes the derived tables of `derive()` and returns a DataFrame with one row per
-counted finding, so `count()` is the anomaly's count and `limit(20)` its examples. Windows are
-partitioned by key (and process); nothing here collects a history to the driver.
+Each anomaly's definition, what one count is and the order of its examples are in
+analysis/registry.py, which names the function here that finds it. Every such function takes
+the derived tables of `derive()` and returns a DataFrame with one row per counted finding, so
+`count()` is the anomaly's count and `limit(20)` its examples. Windows are partitioned by key
+(and process); nothing here collects a history to the driver.
 
 Vocabulary. A *read* is one record of an `ok` poll or an `ok` txn. An *ok write* is an `ok` send
 completion, or a send inside an `ok` (committed) txn. The *observed positions* of key K are every
@@ -18,7 +20,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from analysis.names import READ_FS, RESET_FS
+from harness.history.format import READ_FS, RESET_FS
 
 
 def _offset(col: F.Column) -> F.Column:
@@ -144,8 +146,8 @@ def _behind_a_read() -> F.Column:
 
 
 # Each value-level anomaly as a predicate on a row of Derived.values (one row per value, so a
-# value-level count is the number of rows it holds for). Their definitions are the docstrings of
-# the functions of the same name below.
+# value-level count is the number of rows it holds for). Their definitions are in
+# analysis/registry.py.
 VALUE_LEVEL = {
     "duplicate": lambda: F.col("duplicate_key").isNotNull(),
     "lost-write": lambda: F.coalesce(F.col("unread"), F.lit(False)) & _behind_a_read(),
@@ -223,15 +225,12 @@ def derive(events: DataFrame) -> Derived:
 
 
 def inconsistent_offsets(d: Derived) -> DataFrame:
-    """inconsistent-offsets: one (key, offset) observed with two or more different values — two
-    replicas disagreed about the log (divergence, e.g. after an unclean election or a lost
-    acks=1 write whose offset was reused). Counted per such (key, offset)."""
+    """inconsistent-offsets (analysis/registry.py): one row per (key, offset) that two values met at."""
     return d.offsets.filter(F.col("values").isNotNull()).select("key", "offset", "values")
 
 
 def duplicate(d: Derived) -> DataFrame:
-    """duplicate: one value observed at two or more different (key, offset) positions — it was
-    written more than once (e.g. a retried send without idempotence). Counted per value."""
+    """duplicate (analysis/registry.py): one row per value."""
     return d.values.filter(VALUE_LEVEL["duplicate"]()).select(
         "value", F.col("duplicate_key").alias("key"), F.col("duplicate_offset").alias("offset"))
 
@@ -243,30 +242,25 @@ def _unread_write(d: Derived, name: str) -> DataFrame:
 
 
 def lost_write(d: Derived) -> DataFrame:
-    """lost-write: a write acknowledged `ok` at (K, o) whose value no read ever returned, although
-    some read on K returned an offset greater than o — readers went past its position and it was
-    not there. Counted per value."""
+    """lost-write (analysis/registry.py): one row per value."""
     return _unread_write(d, "lost-write")
 
 
 def unseen(d: Derived) -> DataFrame:
-    """unseen: a write acknowledged `ok` whose value no read returned and that is not a
-    lost-write (no read on its key went past it, or its offset is unknown). It is lost only if
-    the final drain is known to have reached every high watermark. Counted per value."""
+    """unseen (analysis/registry.py): one row per value."""
     return _unread_write(d, "unseen")
 
 
 def nonmonotonic_send(d: Derived) -> DataFrame:
-    """nonmonotonic-send: within one process, `ok` sends to the same key, taken in the order they
-    were invoked, whose acknowledged offsets do not strictly increase — the producer's records
-    were reordered (or one overwrote another's position). Counted per adjacent pair."""
+    """nonmonotonic-send (analysis/registry.py): one row per adjacent pair of sends, in the order
+    the process invoked them (txn sends have no invoke of their own: never in a pair)."""
     return d.values.filter(VALUE_LEVEL["nonmonotonic-send"]()).select(
         F.col("ok_key").alias("key"), F.col("ok_pid").alias("process"),
         F.array("prev_send_offset", "ok_offset").alias("offsets"), F.array("prev_send_value", "value").alias("values"),
         F.array("prev_send_index", "ok_index").alias("op_indexes"))
 
 
-def _read_pairs(d: Derived) -> DataFrame:
+def read_pairs(d: Derived) -> DataFrame:
     """Adjacent reads of one key by one process with no assign/subscribe of that process between
     them (including reads inside one poll, in the order returned), only where they are not
     consecutive in offset (so the result is small). The ops are carried as history indexes (the
@@ -293,20 +287,17 @@ def _pair_columns() -> list[F.Column]:
 
 
 def nonmonotonic_poll(d: Derived, pairs: DataFrame | None = None) -> DataFrame:
-    """nonmonotonic-poll: within one process, two successive reads of the same key — inside one
-    poll, or in two `ok` polls with no assign/subscribe of that process between them — whose
-    offsets do not strictly increase: the consumer went backwards or read a position twice.
-    Counted per adjacent pair."""
-    pairs = _read_pairs(d) if pairs is None else pairs
+    """nonmonotonic-poll (analysis/registry.py): one row per adjacent pair of reads. `pairs` is
+    read_pairs(d), when the caller has it already (poll-skip reads it too)."""
+    pairs = read_pairs(d) if pairs is None else pairs
     return pairs.filter(F.col("offset") <= F.col("prev_offset")).select(*_pair_columns())
 
 
 def poll_skip(d: Derived, pairs: DataFrame | None = None) -> DataFrame:
-    """poll-skip: the same successive reads, where the second is beyond the first by more than
-    one position in the key's observed order: a record known to exist (some op observed it at an
-    offset in between) was jumped over. Gaps nobody observed (transaction markers, compaction)
-    are not skips. Counted per adjacent pair."""
-    pairs = _read_pairs(d) if pairs is None else pairs
+    """poll-skip (analysis/registry.py): one row per adjacent pair of reads, with the first
+    observed offset it jumped over. The next offset comes from `offsets`, the observed ones only:
+    gaps nobody observed (transaction markers, compaction) are not skips."""
+    pairs = read_pairs(d) if pairs is None else pairs
     nxt = d.offsets.select("key", F.col("offset").alias("prev_offset"), F.col("next_offset").alias("skipped_offset"))
     return (
         pairs.filter(F.col("offset") > F.col("prev_offset") + 1)
@@ -317,9 +308,7 @@ def poll_skip(d: Derived, pairs: DataFrame | None = None) -> DataFrame:
 
 
 def aborted_read(d: Derived) -> DataFrame:
-    """aborted-read: a read returned a value whose send, or whose transaction, completed `fail`
-    (definitely not written, or aborted). `info` writes are unknown, never failures. Counted per
-    value."""
+    """aborted-read (analysis/registry.py): one row per value, with the first read of it."""
     aborted = d.values.filter(VALUE_LEVEL["aborted-read"]()).select("value", "aborted_failed_index")
     # The first read of each (only here, for the examples: the count needs no join).
     first = (d.reads.join(aborted.select("value"), "value", "left_semi").groupBy("value")
@@ -327,16 +316,3 @@ def aborted_read(d: Derived) -> DataFrame:
     return aborted.join(first, "value").select(
         "value", F.col("r.key").alias("key"), F.col("r.offset").alias("offset"),
         F.array("r.index", "aborted_failed_index").alias("op_indexes"))
-
-
-# Name → function, in results.json order.
-CHECKS = {
-    "inconsistent-offsets": inconsistent_offsets,
-    "duplicate": duplicate,
-    "lost-write": lost_write,
-    "unseen": unseen,
-    "nonmonotonic-send": nonmonotonic_send,
-    "nonmonotonic-poll": nonmonotonic_poll,
-    "poll-skip": poll_skip,
-    "aborted-read": aborted_read,
-}

@@ -4,6 +4,7 @@ write RUN_DIR/results.json. `check_run` is the entry point for `harness run` and
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import json
 import os
 import time
@@ -15,11 +16,11 @@ from pyspark.sql import functions as F
 
 from analysis import anomalies as A
 from analysis.history_load import HistoryError, load_history
-from analysis.names import ANOMALIES, MAX_EXAMPLES, headline
 from analysis.replica_evidence import NAME as REPLICA_DIVERGENCE, divergence_permitted, read_replica_divergence
 from analysis.permissions import allowed as permitted, effective_profile
 from analysis.producer_evidence import duplicate_hint, out_of_order_sequences
-from analysis.verdict import decide
+from analysis.registry import ANOMALIES, MAX_EXAMPLES, REGISTRY, Anomaly
+from analysis.verdict import decide, headline
 
 RESULTS_VERSION = 1
 
@@ -97,9 +98,16 @@ def _ops_by_index(d: A.Derived, rows: list[dict]) -> None:
             r["ops"] = [dict(found[i]) for i in r.pop("op_indexes") if i in found]
 
 
-def _examples(name: str, df: DataFrame, d: A.Derived) -> list[dict]:
-    order = {"duplicate": ["value"], "aborted-read": ["value"]}.get(name, ["key"])
-    rows = [_plain(r) for r in df.orderBy(*order).limit(MAX_EXAMPLES).collect()]
+def _find(anomaly: Anomaly, d: A.Derived, pairs: DataFrame) -> DataFrame:
+    """The anomaly's findings, by its finder in analysis/anomalies.py. A finder that takes the
+    read pairs is given the persisted ones: computing them is the costly part, shared by two."""
+    finder = getattr(A, anomaly.finder)
+    return finder(d, pairs) if "pairs" in inspect.signature(finder).parameters else finder(d)
+
+
+def _examples(anomaly: Anomaly, df: DataFrame, d: A.Derived) -> list[dict]:
+    name = anomaly.name
+    rows = [_plain(r) for r in df.orderBy(*anomaly.example_order).limit(MAX_EXAMPLES).collect()]
     _ops_by_index(d, rows)
     if name == "inconsistent-offsets":
         _ops_at(d, rows, "position")
@@ -124,9 +132,8 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         d = A.derive(history.events)
         # Only reads that are not one after the other: small, and used by two anomalies and
         # their examples, so it is computed once.
-        pairs = A._read_pairs(d).persist(A.DERIVED_STORAGE)
-        findings = {name: (A.CHECKS[name](d, pairs) if name in ("nonmonotonic-poll", "poll-skip") else A.CHECKS[name](d))
-                    for name in ANOMALIES}
+        pairs = A.read_pairs(d).persist(A.DERIVED_STORAGE)
+        findings = {a.name: _find(a, d, pairs) for a in REGISTRY}
         # Every count but one in one Spark job (shared scans and exchanges; the value-level
         # anomalies in one pass over d.values); examples only where found. poll-skip joins the
         # read pairs with the offsets: counted in a second job, once the pairs are persisted and
@@ -144,7 +151,7 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         t = time.perf_counter()
         if any(counts[name] for name in A.VALUE_LEVEL):
             d.values.persist(A.DERIVED_STORAGE)  # each anomaly found reads it again for examples
-        examples = {name: _examples(name, findings[name], d) if counts[name] else [] for name in ANOMALIES}
+        examples = {a.name: _examples(a, findings[a.name], d) if counts[a.name] else [] for a in REGISTRY}
         timings["examples_s"] = round(time.perf_counter() - t, 3)
     finally:
         if pairs is not None:

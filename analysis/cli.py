@@ -1,8 +1,10 @@
 """`python -m analysis`: check one run, aggregate trends across runs, render reports and the dashboard.
 
-Exit codes: 0 valid, 1 invalid, 2 bad input or error (the message names the problem and the
-fix), 3 unknown (nothing forbidden found, but the evidence is incomplete: the final drain did not
-complete or is not recorded while acknowledged writes are unseen, or the history is truncated).
+Exit codes: 0 valid, 1 invalid, 2 bad input or error, 3 unknown (nothing forbidden found, but the
+evidence is incomplete: the final drain did not complete or is not recorded while acknowledged
+writes are unseen, or the history is truncated). Every command reports a failure the same way,
+`error:` naming the problem and `hint:` the fix, with exit 2 and no traceback
+(report_commands.command_errors).
 """
 
 from __future__ import annotations
@@ -14,18 +16,17 @@ from pathlib import Path
 import click
 
 from analysis.history_load import HistoryError
+from analysis.report_commands import command_errors, dashboard, fail, report
 from analysis.verdict import EXIT_CODES
+from harness.errors import HarnessError
 
 _MASTER = click.option("--spark-master", metavar="URL", default=None,
                        help="Spark master URL (spark://host:7077, yarn, k8s://...). Default: SPARK_REMOTE "
                             "(Spark Connect) if set, else embedded local[*].")
 _MEMORY = click.option("--driver-memory", default="2g", show_default=True,
                        help="Driver heap for an embedded/local session (e.g. 2g).")
-
-
-def _fail(message: str) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(2)
+# HistoryError's text names the file, the line and what is wrong; the hint says where the rules are.
+_INPUT_HINT = "the history format is docs/history.md; config.json's fields are in docs/checker.md"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -50,17 +51,15 @@ def check(run_dir: Path, spark_master: str | None, driver_memory: str, shuffle_p
     from analysis.checker import check_run, read_config
     from analysis.history_load import find_history
 
-    try:
+    with command_errors(os_hint=f"the check reads {run_dir}'s history and config.json and writes "
+                                f"{run_dir}/results.json: check that you may read and write there",
+                        bad_input=(HistoryError,), input_hint=_INPUT_HINT, engine="the check"):
         find_history(run_dir)  # fail fast, before starting a JVM
         read_config(run_dir)
         from analysis.spark import get_session
 
         spark = get_session(spark_master, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
         results = check_run(run_dir, spark, prefer=prefer)
-    except HistoryError as err:
-        _fail(str(err))
-    except Exception as err:  # noqa: BLE001 - an engine failure is still exit 2, with its cause
-        _fail(f"the check failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
     if as_json:
         click.echo(json.dumps(results, indent=2))
     else:
@@ -84,24 +83,17 @@ def trends(store: str, out: str | None, spark_master: str | None, driver_memory:
     from analysis.trends import TrendsError, build_trends
 
     if "://" not in store and not Path(store).is_dir():
-        _fail(f"{store}: not a directory; pass the store folder that holds run directories")
-    try:
+        fail(HarnessError(f"{store}: not a directory.", hint="pass the store folder that holds run directories"))
+    with command_errors(os_hint=f"trends reads {store}/*/results.json and writes {out or store + '/_trends'}: "
+                                "check that you may read and write there",
+                        bad_input=(TrendsError,), input_hint="check the runs first: python -m analysis check RUN_DIR",
+                        engine="trends"):
         from analysis.spark import get_session
 
         spark = get_session(spark_master, driver_memory=driver_memory)
         summary = build_trends(spark, store, out)
-    except TrendsError as err:
-        _fail(str(err))
-    except Exception as err:  # noqa: BLE001
-        _fail(f"trends failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
     click.echo(f"{summary['runs']} run(s) in {len(summary['groups'])} group(s); wrote {summary['out']}")
 
 
-def _register_report_commands() -> None:
-    from analysis.report_commands import dashboard, report
-
-    main.add_command(report)
-    main.add_command(dashboard)
-
-
-_register_report_commands()
+main.add_command(report)
+main.add_command(dashboard)

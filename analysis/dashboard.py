@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from analysis import html
-from analysis.names import ANOMALIES
+from analysis.registry import ANOMALIES
 from analysis.report_templates import DASHBOARD
 from harness.errors import HarnessError
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.names import ANOMALIES
+from analysis.registry import ANOMALIES
 
 SAFE: dict[str, Any] = {
     "name": "safe",

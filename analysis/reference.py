@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
-from analysis.names import ANOMALIES
+from analysis.registry import ANOMALIES
 
 
 def _offset(o: Any) -> int | None:

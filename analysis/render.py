@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from analysis.names import ANOMALIES
+from analysis.registry import ANOMALIES
 
 
 def summary(results: dict[str, Any], run_dir: Path | str) -> str:

@@ -18,20 +18,10 @@ from typing import Any
 from markupsafe import Markup
 
 from analysis import html
-from analysis.names import ANOMALIES
+from analysis.registry import ANOMALIES, meaning
 from analysis.report_templates import REPORT
 from harness.errors import HarnessError
 
-DEFINITIONS = {
-    "inconsistent-offsets": "one (partition, offset) observed holding two or more different values",
-    "duplicate": "one value observed at two or more different (partition, offset) positions",
-    "lost-write": "an acknowledged write no read ever returned, although reads went past its offset",
-    "unseen": "an acknowledged write no read returned (lost, when the final drain completed)",
-    "nonmonotonic-send": "one producer's acknowledged offsets on a partition went backwards",
-    "nonmonotonic-poll": "one consumer read offsets on a partition that did not increase",
-    "poll-skip": "one consumer skipped over a record known to exist between two reads",
-    "aborted-read": "a read returned a value whose write or transaction definitely failed",
-}
 MAX_PARTITIONS_PER_KIND = 3
 MAX_OFFSET_PLOTS = 12
 
@@ -214,7 +204,7 @@ def render_report(run_dir: Path | str) -> Path:
     for name in ANOMALIES:
         found = counts.get(name, 0) or 0
         ex = examples.get(name) or []
-        kind = {"name": name, "count": found, "allowed": name in allow, "definition": DEFINITIONS[name],
+        kind = {"name": name, "count": found, "allowed": name in allow, "definition": meaning(name),
                 "rows": _example_rows(name, ex), "plots": [], "shown": len(ex)}
         if found and ex and tl is not None:
             pts = figs.anomaly_points(name, ex)
@@ -232,7 +222,7 @@ def render_report(run_dir: Path | str) -> Path:
         run_id=(config or {}).get("run_id", run_dir.name), run_dir=str(run_dir.resolve()),
         verdict=verdict, results=results, headline=(results or {}).get("headline") or {},
         reasons=(results or {}).get("reasons") or [], forbidden=(results or {}).get("forbidden") or [],
-        counts=[{"name": n, "count": counts.get(n), "allowed": n in allow, "definition": DEFINITIONS[n]} for n in ANOMALIES],
+        counts=[{"name": n, "count": counts.get(n), "allowed": n in allow, "definition": meaning(n)} for n in ANOMALIES],
         allowed=allow, rules=rules, facts=_facts(run_dir, config, cluster, results),
         command=(config or {}).get("command_line"), reproduce=_reproduce(config) if config else None,
         tl=tl, timeline=timeline_html, kinds=kinds, files=[{**f, "size": _size(f["size"])} for f in _files(run_dir)],

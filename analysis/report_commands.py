@@ -1,20 +1,59 @@
 """`python -m analysis report RUN_DIR` and `python -m analysis dashboard STORE` (click commands;
-analysis/cli.py registers them with `main.add_command(...)`). Exit 0 on success, 2 on bad input
-(the message names the problem and the fix)."""
+analysis/cli.py registers them with `main.add_command(...)`), and `command_errors`, the one way
+every `python -m analysis` command reports a failure. Exit 0 on success, 2 on bad input (the
+message names the problem, the hint the fix)."""
 
 from __future__ import annotations
 
+import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator, NoReturn
 
 import click
 
 from harness.errors import HarnessError
 
 
-def _fail(err: Exception) -> None:
+def fail(err: HarnessError) -> NoReturn:
+    """`error: <message>` and `hint: <fix>` on stderr (HarnessError's own rendering), then exit 2."""
     click.echo(f"error: {err}", err=True)
-    raise SystemExit(2)
+    sys.exit(err.exit_code)
+
+
+def _os_problem(err: OSError) -> str:
+    # "path: Permission denied" rather than "[Errno 13] Permission denied: 'path'".
+    if err.filename is None or not err.strerror:
+        return str(err)
+    where = f"{err.filename} → {err.filename2}" if err.filename2 is not None else str(err.filename)
+    return f"{where}: {err.strerror}"
+
+
+@contextmanager
+def command_errors(os_hint: str, bad_input: tuple[type[Exception], ...] = (), input_hint: str = "",
+                   engine: str | None = None) -> Iterator[None]:
+    """Every failure inside becomes `fail(HarnessError)`: exit 2, no traceback.
+
+    `bad_input` are the command's own error types (their text names the problem and where);
+    `input_hint` is the hint they get. An OSError (an unreadable file, an unwritable run
+    directory) gets `os_hint`. With `engine` ("the check"), any other exception is a failure of
+    the engine (Spark) and is reported by its type and first line; without it, it is a bug and
+    keeps its traceback."""
+    try:
+        yield
+    except HarnessError as err:
+        fail(err)
+    except bad_input as err:
+        fail(HarnessError(str(err), hint=input_hint))
+    except OSError as err:
+        fail(HarnessError(_os_problem(err), hint=os_hint))
+    except Exception as err:  # noqa: BLE001 - an engine failure is still exit 2, with its cause
+        if engine is None:
+            raise
+        first = str(err).splitlines()[0] if str(err) else ""
+        fail(HarnessError(f"{engine} failed: {type(err).__name__}: {first}",
+                          hint="Spark's log above says more; --driver-memory gives an embedded session a larger heap"))
 
 
 @click.command("report")
@@ -24,11 +63,11 @@ def report(run_dir: Path) -> None:
     from analysis.report import render_report
 
     began = time.perf_counter()
-    try:
+    with command_errors(os_hint=f"the report reads {run_dir}'s files and writes {run_dir}/report.html: "
+                                "check that you may read and write there"):
         path = render_report(run_dir)
-    except HarnessError as err:
-        _fail(err)
-    click.echo(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB in {time.perf_counter() - began:.1f} s)", err=True)
+        size = path.stat().st_size
+    click.echo(f"wrote {path} ({size / 1e6:.1f} MB in {time.perf_counter() - began:.1f} s)", err=True)
     click.echo(str(path))
 
 
@@ -40,11 +79,7 @@ def dashboard(store: Path, reports: bool) -> None:
     """Write STORE/index.html: every run in the store, sortable and filterable, with trend plots."""
     from analysis.dashboard import render_dashboard
 
-    try:
+    with command_errors(os_hint=f"the dashboard reads the runs in {store} and writes {store}/index.html "
+                                "(and report.html in each run): check that you may read and write there"):
         path = render_dashboard(store, render_reports=reports)
-    except HarnessError as err:
-        _fail(err)
     click.echo(str(path))
-
-
-COMMANDS = (report, dashboard)

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from analysis.names import ANOMALIES
+from analysis.registry import ANOMALIES
 
 GROUP = ["kafka_version", "nemesis", "workload", "profile"]
 

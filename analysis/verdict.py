@@ -1,11 +1,11 @@
-"""The verdict: counts + permissions + drain status → valid / invalid / unknown. Pure data in,
-pure data out; rendering lives in cli.py."""
+"""The verdict: counts + permissions + drain status → valid / invalid / unknown, and the headline
+numbers. Pure data in, pure data out; rendering lives in cli.py."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from analysis.names import ANOMALIES
+from analysis.registry import ANOMALIES
 
 EXIT_CODES = {"valid": 0, "invalid": 1, "unknown": 3}
 
@@ -46,3 +46,15 @@ def decide(
         state = "did not complete" if drain_complete is False else "status is unknown (config.json has no drain)"
         reasons.append(f"{counts['unseen']} acknowledged write(s) unseen and the final drain {state}")
     return Verdict("unknown" if reasons else "valid", [], reasons)
+
+
+def headline(counts: dict[str, int], drain_complete: bool | None) -> dict[str, int]:
+    """The four numbers a human reads first. Unseen records only count as lost when the final
+    drain is known to have reached every high watermark (otherwise they may simply be unread)."""
+    lost = counts["lost-write"] + (counts["unseen"] if drain_complete else 0)
+    return {
+        "lost": lost,
+        "duplicated": counts["duplicate"],
+        "reordered": counts["nonmonotonic-send"] + counts["nonmonotonic-poll"],
+        "diverged": counts["inconsistent-offsets"],
+    }

@@ -86,7 +86,7 @@ def main() -> None:
     t = time.perf_counter()
     info = write_history(run_dir, args.events)
     gen_s = time.perf_counter() - t
-    from analysis.names import ANOMALIES
+    from analysis.registry import ANOMALIES
 
     ex_op = {"index": 1, "time": int(info["duration"] * 0.55 * NS), "process": "3", "f": "send", "type": "ok"}
     examples = {a: [{"key": 0, "offset": 1000 + i, "value": 7, "offsets": [1000 + i, 999 + i], "ops": [ex_op, ex_op]}

@@ -56,7 +56,7 @@ def list_(as_json: bool) -> None:
 def run(name: str, kafka_version: str | None, store: Path, check: bool) -> None:
     """Run scenario NAME once; print its summary and the run directory."""
     from harness.scenarios import get_scenario
-    from harness.scenarios.context import run_scenario
+    from harness.scenarios.runner import run_scenario
     from harness.scenarios.matrix import render_run
 
     try:

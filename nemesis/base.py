@@ -15,6 +15,7 @@ from harness.history.faults import FaultKind
 if TYPE_CHECKING:
     from harness.cluster import KafkaCluster
     from harness.cluster.node import Node
+    from nemesis.targets import Roles
 
 log = logging.getLogger("nemesis")
 
@@ -87,9 +88,17 @@ class Nemesis:
         assert self.cluster is not None, "setup() first"
         return list(self.cluster.brokers)
 
-    def roles(self, nodes: list["Node"]) -> dict[str, list[str]]:
-        """Each node's roles now: "controller" and "leader:<topic>-<p>" for workload partitions it leads."""
-        from nemesis.targets import current_roles
+    def look(self) -> "Roles":
+        """One look at who holds which role, taken at the start of a fault: it chooses the
+        targets and is what `roles()` then records (a replay looks too, so both take as long)."""
+        from nemesis.targets import Roles
 
         assert self.cluster is not None
-        return current_roles(self.cluster, nodes, self.topic)
+        self._looked = Roles.now(self.cluster, self.topic)
+        return self._looked
+
+    def roles(self, nodes: list["Node"]) -> dict[str, list[str]]:
+        """Each node's roles as the fault's look saw them: "controller", "leader:<topic>-<p>"."""
+        looked = getattr(self, "_looked", None) or self.look()
+        self._looked = None  # one look per fault
+        return looked.of(nodes)

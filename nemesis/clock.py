@@ -59,6 +59,7 @@ class ClockNemesis(Nemesis):
             return self.teardown()
         assert self.cluster is not None
         mode = params.get("mode") or rng.choice(self.modes)
+        self.look()
         nodes, note = self.replay_nodes(params)
         recorded = params.get("offsets_ms") or {}
         if nodes is None:

@@ -87,13 +87,13 @@ class PartitionNemesis(Nemesis):
         self.shapes, self.one_way_cuts = tuple(shapes), one_way_cuts
         self.active: dict[str, Any] | None = None
 
-    def grudge_for(self, shape: str, rng: random.Random, aimed: dict[str, Any]) -> tuple[Grudge, list["Node"]]:
+    def grudge_for(self, shape: str, rng: random.Random, aimed: dict[str, Any], look: Any = None) -> tuple[Grudge, list["Node"]]:
         assert self.cluster is not None
         brokers = self.brokers
         ids = [b.node_id for b in brokers]
         rng.shuffle(ids)
         if shape in ("one", "leader", "controller"):
-            victims = choose_nodes(self.cluster, shape, rng, self.topic, aimed)
+            victims = choose_nodes(self.cluster, shape, rng, self.topic, aimed, look)
             return isolate(victims, brokers), victims
         if shape == "halves":
             half = len(ids) // 2
@@ -112,6 +112,7 @@ class PartitionNemesis(Nemesis):
         (targets and grudge), else its targets drawn from `rng` and the cluster's roles now."""
         assert self.cluster is not None
         params = params or {}
+        look = self.look()
         victims, note = self.replay_nodes(params)
         grudge = params.get("grudge")
         known = {n.node_id for n in self.brokers}
@@ -125,7 +126,7 @@ class PartitionNemesis(Nemesis):
         elif victims is not None and shape in ("one", "leader", "controller"):  # targets named, no grudge: isolate them
             value = self.apply(shape, isolate(victims, self.brokers), victims, aimed, note)
         else:
-            found, chosen = self.grudge_for(shape, rng, aimed)
+            found, chosen = self.grudge_for(shape, rng, aimed, look)
             value = self.apply(shape, found, chosen, aimed, note)
         return value
 
@@ -197,9 +198,10 @@ class PacketLossNemesis(Nemesis):
         if action != "start":
             return self.teardown()
         assert self.cluster is not None
+        look = self.look()
         victims, note = self.replay_nodes(params)
         if victims is None:
-            victims = choose_nodes(self.cluster, params.get("target", self.target), rng, self.topic)
+            victims = choose_nodes(self.cluster, params.get("target", self.target), rng, self.topic, roles=look)
         others = [b for b in self.brokers if b not in victims]
         for victim in victims:  # both directions between victims and the rest
             net.drop_from(victim, others, "LOSS", self.probability)

@@ -39,10 +39,11 @@ class ProcessNemesis(Nemesis):
             return self.teardown()
         assert self.cluster is not None
         target = params.get("target") or rng.choice(self.targets)
+        look = self.look()
         chosen, note = self.replay_nodes(params)
         aimed: dict[str, Any] = {}
         if chosen is None:
-            chosen = choose_nodes(self.cluster, target, rng, self.topic, aimed)
+            chosen = choose_nodes(self.cluster, target, rng, self.topic, aimed, look)
         nodes = [n for n in chosen if n.node_id not in self.victims]
         roles = self.roles(nodes)
         for node in nodes:

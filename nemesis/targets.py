@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import random
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
@@ -21,35 +22,76 @@ log = logging.getLogger("nemesis")
 NODE_TARGETS = ("one", "leader", "controller", "minority", "majority", "all")
 
 
-def leader_node(cluster: "KafkaCluster", topic: str | None, rng: random.Random,
+@dataclass
+class Roles:
+    """Who held which role at one moment: one look at the cluster per fault, used both to choose
+    the targets and to record their roles, so that a fault and its replay (which skips the
+    choice) spend the same time looking before they strike."""
+
+    controller: int | None = None
+    leaders: dict[int, int] = field(default_factory=dict)  # partition -> leader id (-1: none)
+    topic: str | None = None
+    error: str | None = None  # why the cluster could not answer
+
+    @classmethod
+    def now(cls, cluster: "KafkaCluster", topic: str | None) -> "Roles":
+        roles = cls(topic=topic)
+        try:
+            controller = cluster.active_controller()
+            roles.controller = controller.node_id if controller is not None else None
+            if topic is not None:
+                roles.leaders = {p: s["leader"] for p, s in cluster.partition_state(topic).items()}
+        except Exception as exc:  # a partitioned cluster may not answer; the fault may still happen
+            roles.error = str(exc)[:300]
+            log.debug("roles unavailable: %s", exc)
+        return roles
+
+    def of(self, nodes: list["Node"]) -> dict[str, list[str]]:
+        """Each node's roles: "controller" and "leader:<topic>-<p>" for workload partitions it leads."""
+        out: dict[str, list[str]] = {str(n.node_id): [] for n in nodes}
+        if self.controller is not None and str(self.controller) in out:
+            out[str(self.controller)].append("controller")
+        for partition, leader in sorted(self.leaders.items()):
+            if str(leader) in out:
+                out[str(leader)].append(f"leader:{self.topic}-{partition}")
+        return out
+
+
+def leader_node(cluster: "KafkaCluster", roles: Roles, rng: random.Random,
                 aimed: dict[str, Any] | None = None) -> "Node | None":
     """The leader of a randomly chosen partition of the workload topic (None while leaderless).
     The partition aimed at goes into `aimed` (recorded with the fault, so a replay can say it)."""
-    if topic is None:
+    if roles.topic is None:
         raise HarnessError("the 'leader' target needs a workload topic", hint="pass topic= to the nemesis setup")
-    state = cluster.partition_state(topic)
-    if not state:
+    if roles.error is not None:
+        raise HarnessError(f"the partition leaders are unknown right now: {roles.error}")
+    if not roles.leaders:
         return None  # no majority of brokers agrees on the topic's state right now
-    partition = rng.choice(sorted(state))
+    partition = rng.choice(sorted(roles.leaders))
     if aimed is not None:
-        aimed["partition"] = f"{topic}-{partition}"
-    leader = state[partition]["leader"]
+        aimed["partition"] = f"{roles.topic}-{partition}"
+    leader = roles.leaders[partition]
     return cluster.node(leader) if leader >= 0 else None
 
 
 def choose_nodes(cluster: "KafkaCluster", target: str, rng: random.Random, topic: str | None = None,
-                 aimed: dict[str, Any] | None = None) -> list["Node"]:
+                 aimed: dict[str, Any] | None = None, roles: Roles | None = None) -> list["Node"]:
     """The brokers that `target` names right now; an empty list when the role has no holder."""
     brokers = list(cluster.brokers)
     n = len(brokers)
+    if target in ("leader", "controller") and roles is None:
+        roles = Roles.now(cluster, topic)
     if target == "one":
         return [rng.choice(brokers)]
     if target == "leader":
-        node = leader_node(cluster, topic, rng, aimed)
+        assert roles is not None
+        node = leader_node(cluster, roles, rng, aimed)
         return [node] if node else []
     if target == "controller":
-        node = cluster.active_controller()
-        return [node] if node and node in brokers else ([node] if node else [])
+        assert roles is not None
+        if roles.controller is None:
+            return []
+        return [cluster.node(roles.controller)]
     if target == "minority":
         return rng.sample(brokers, max(1, (n - 1) // 2))
     if target == "majority":
@@ -57,19 +99,3 @@ def choose_nodes(cluster: "KafkaCluster", target: str, rng: random.Random, topic
     if target == "all":
         return brokers
     raise HarnessError(f"unknown target {target!r}", hint=f"use one of: {', '.join(NODE_TARGETS)}")
-
-
-def current_roles(cluster: "KafkaCluster", nodes: list["Node"], topic: str | None) -> dict[str, list[str]]:
-    """Roles of `nodes` as the cluster reports them now; empty lists if the cluster cannot answer."""
-    roles: dict[str, list[str]] = {str(node.node_id): [] for node in nodes}
-    try:
-        controller = cluster.active_controller()
-        if controller is not None and str(controller.node_id) in roles:
-            roles[str(controller.node_id)].append("controller")
-        if topic is not None:
-            for partition, state in sorted(cluster.partition_state(topic).items()):
-                if str(state["leader"]) in roles:
-                    roles[str(state["leader"])].append(f"leader:{topic}-{partition}")
-    except Exception as exc:  # a partitioned cluster may not answer; the fault still happens
-        log.debug("roles unavailable: %s", exc)
-    return roles

@@ -60,7 +60,7 @@ def render_run(run_dir: Path, results: dict[str, Any] | None) -> str:
 def run_matrix(chosen: list[Scenario], versions: list[str], store: Path | str, use_checker: bool = True,
                echo: Callable[[str], None] = print) -> str:
     """Run every runnable scenario on every version (infrastructure failures become rows too)."""
-    from harness.scenarios.context import run_scenario
+    from harness.scenarios.runner import run_scenario
 
     finisher = Finisher() if use_checker else None
     rows = [HEADER]

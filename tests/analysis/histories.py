@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from analysis.names import ANOMALIES
+from analysis.registry import ANOMALIES
 
 
 class Builder:

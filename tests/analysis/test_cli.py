@@ -72,3 +72,22 @@ def test_exit_codes_follow_the_verdict(spark, tmp_path):
     assert r.exit_code == 0, r.output
     summary = json.loads((tmp_path / "_trends" / "summary.json").read_text())
     assert summary["runs"] == 3 and summary["groups"][0]["invalid"] == 1
+
+
+def test_bad_input_is_a_message_and_a_hint(tmp_path):
+    r = run_cli("check", str(tmp_path / "nope"))
+    assert r.exit_code == 2
+    assert r.output.startswith("error: ") and "\nhint: " in r.output and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("cmd, blocked", [
+    ("check", "config.json"),  # unreadable: read before any JVM starts
+    ("report", "report.html"),  # unwritable
+    ("dashboard", "index.html"),
+])
+def test_an_os_error_is_exit_2_without_a_traceback(tmp_path, cmd, blocked):
+    write_run(tmp_path, Builder().events)
+    (tmp_path / blocked).mkdir()  # a directory where a file is read or written: an OSError even as root
+    r = run_cli(cmd, str(tmp_path), *(["--no-reports"] if cmd == "dashboard" else []))
+    assert r.exit_code == 2, r.output
+    assert f"error: {tmp_path / blocked}" in r.output and "\nhint: " in r.output and "Traceback" not in r.output

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis import reference
-from analysis.names import ANOMALIES
+from analysis.registry import ANOMALIES
 from tests.analysis.histories import ZERO, inject, valid_history
 
 params = st.fixed_dictionaries({

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from analysis import reference
 from analysis.checker import check_history
-from analysis.names import ANOMALIES
+from analysis.registry import ANOMALIES
 from tests.analysis.histories import ZERO, inject, mutate, valid_history, write_run
 
 pytestmark = pytest.mark.slow

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.names import ANOMALIES
+from analysis.registry import ANOMALIES
 from tests.reports.synth import make_results, make_run
 
 

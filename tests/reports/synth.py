@@ -173,9 +173,9 @@ def make_results(run_dir: Path, anomaly: str | None) -> dict:
     """results.json in the checker's shape (analysis/checker.py): counts from the plain-Python
     reference checker, examples built from the injected ops. Written to RUN_DIR/results.json."""
     from analysis import reference
-    from analysis.names import ANOMALIES, headline
     from analysis.permissions import allowed as permitted
-    from analysis.verdict import decide
+    from analysis.registry import ANOMALIES
+    from analysis.verdict import decide, headline
 
     events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     config = json.loads((run_dir / "config.json").read_text())

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from analysis.dashboard import render_dashboard
-from analysis.names import ANOMALIES
+from analysis.registry import ANOMALIES
 from analysis.report import render_report
 from tests.browser import ensure_chromium, load_page
 from tests.reports.conftest import run_of

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from analysis import timeline
 from analysis.dashboard import render_dashboard
-from analysis.names import ANOMALIES
+from analysis.registry import ANOMALIES
 from analysis.report import render_report
 from analysis.report_commands import dashboard, report
 from harness.errors import HarnessError

@@ -1,0 +1,91 @@
+"""Running one scenario on one Kafka version: a fresh cluster, the scenario's steps over a
+`ScenarioContext`, heal, drain, replica dumps, and `scenario.json`, in a run directory whose
+lifecycle (config.json, FAILED, tearing down) is harness/run_dir.py's, as for a run."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.cluster import KafkaCluster
+from harness.cluster import replicas as replica_evidence
+from harness.errors import HarnessError
+from harness.history import Recorder
+from harness.provision.kafka_jars import kraft_supported
+from harness.provision.settings import kafka_version as resolve_kafka_version
+from harness.run_dir import RunDirectory
+from harness.scenarios import Scenario
+from harness.scenarios.context import TOPIC, ScenarioContext, ScenarioIncomplete, scenario_profile
+
+
+def run_scenario(scenario: Scenario, kafka_version: str | None, store: Path | str, command_line: list[str] | None = None) -> Path:
+    """Run one scenario on one version; return the run directory. Raises HarnessError on
+    infrastructure failure (the run directory is marked FAILED; harness/run_dir.py). A step that
+    cannot be carried out (an election that never happens) is a result, not a failure: status
+    "incomplete"."""
+    if not scenario.runnable or scenario.steps is None:
+        raise HarnessError(f"scenario {scenario.name} is not runnable: {scenario.reason}")
+    version = resolve_kafka_version(kafka_version)
+    profile = scenario_profile(scenario)
+    # KRaft: D is a separate controller; ZooKeeper era: D is a fourth broker, the one elected controller.
+    kraft = kraft_supported(version)
+    brokers, controllers = (3, 1) if scenario.controller_apart and kraft else (4 if scenario.controller_apart else 3, 0)
+    record: dict[str, Any] = {
+        "seed": 0, "kafka_version": version, "brokers": brokers, "workload": f"scenario:{scenario.name}",
+        "profile": profile.as_dict(), "partitions": 1, "replication_factor": scenario.replication_factor,
+        "producers": None, "consumers": None, "topic": TOPIC, "nemesis": ["scenario"], "scenario": scenario.summary(),
+        "broker_config": scenario.broker_config, "topic_config": None, "command_line": " ".join(command_line or []),
+        "drain": None,
+    }
+    began = time.monotonic()
+    with RunDirectory(store, record) as rd:
+        recorder = rd.own(Recorder(rd.path / "history.jsonl"))
+        cluster = rd.own(KafkaCluster(brokers=brokers, kafka_version=version, broker_config=dict(scenario.broker_config),
+                                      controllers=controllers, run_id=rd.run_id, work_dir=rd.path, ready_timeout_s=180))
+        rd.write("cluster.json", cluster.describe())
+        ctx = ScenarioContext(cluster, recorder, profile, version, controller_apart=scenario.controller_apart)
+        status, reason, observations = "completed", None, {}
+        try:
+            observations = scenario.steps(ctx) or {}
+        except ScenarioIncomplete as exc:
+            status, reason = "incomplete", str(exc)
+        finally:
+            ctx.stop_pollers()
+        if not ctx.replica_ids:
+            raise HarnessError(f"scenario {scenario.name} stopped before it created its topic: {reason}")
+        ctx.heal()
+        ctx.ensure_all_running()
+        ctx.wait_isr([cluster.node(i) for i in ctx.replica_ids], timeout_s=30)  # the steps waited already; a short second chance
+        drain = ctx.drain()
+        evidence = replica_evidence.collect(cluster, TOPIC, [0], version, {0: ctx.replica_ids}, rd.path)
+        recorder.close()
+        rd.update(status="completed", drain=drain, counts=dict(recorder.counts), topic_config=ctx.topic_config,
+                  seconds={"total": round(time.monotonic() - began, 3)})
+        rd.write("scenario.json", summarize(scenario, version, rd.path, status, reason, ctx, observations, evidence, drain))
+    return rd.path
+
+
+def summarize(scenario: Scenario, version: str, run_dir: Path, status: str, reason: str | None, ctx: ScenarioContext,
+              observations: dict[str, Any], evidence: dict[str, Any], drain: dict[str, Any]) -> dict[str, Any]:
+    """scenario.json: steps, writes, observations, replica divergence and history counts (reference checker)."""
+    from analysis.reference import counts as reference_counts, read_jsonl
+    from analysis.verdict import headline
+
+    counts = reference_counts(read_jsonl(run_dir / "history.jsonl"))
+    div = evidence["partitions"]["0"]["divergence"]
+    lost = headline(counts, drain.get("complete"))["lost"]  # the verdict's own reading of unseen records
+    summary = {
+        "scenario": scenario.name, "kip": scenario.kip, "kafka_version": version, "run_id": run_dir.name,
+        "status": status, "incomplete_reason": reason,
+        "roles": ctx.roles(),
+        "writes": ctx.writes, "observations": observations,
+        "replica_divergence": {k: div[k] for k in ("diverged", "first_offset", "diverged_offsets", "log_end_offsets")}
+        | {"differences": div["differences"][:5]},
+        "history_counts": counts,
+        "headline": {"lost": lost, "diverged": counts["inconsistent-offsets"], "replica_diverged": div["diverged"],
+                     "detected_by_client": observations.get("detected_by_client")},
+        "steps": ctx.steps,
+    }
+    summary["bug_shown"] = scenario.shows_bug(summary) if scenario.shows_bug and status == "completed" else None
+    return summary

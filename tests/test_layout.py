@@ -1,0 +1,86 @@
+"""The house rules of the code base, as tests: the ground of harness/ never imports its top,
+workloads/, nemesis/ and analysis/ import only the ground, no module is over 400 lines, and the
+docs' fault table is the nemeses' own declaration."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("harness", "workloads", "nemesis", "analysis")
+# The top floor of harness/: orchestration, CLI, pytest plugin, scenarios.
+TOP = ("harness.run", "harness.run_dir", "harness.run_settings", "harness.finish", "harness.controls", "harness.cli",
+       "harness.pytest_chaos", "harness.scenario_commands", "harness.scenarios", "harness.__main__")
+GROUND = ("harness.history", "harness.cluster", "harness.provision", "harness.errors")
+
+
+def modules() -> list[tuple[str, Path]]:
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found.append((".".join(path.relative_to(ROOT).with_suffix("").parts), path))
+    return found
+
+
+def imports(path: Path) -> set[str]:
+    """Every absolute module a file imports, at any depth (lazy imports inside functions too)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+def is_top(name: str) -> bool:
+    return any(name == t or name.startswith(t + ".") for t in TOP)
+
+
+def test_the_ground_and_the_other_folders_never_import_the_top_of_harness():
+    wrong = []
+    for name, path in modules():
+        if name.startswith(GROUND) or name.split(".")[0] in ("workloads", "nemesis", "analysis"):
+            wrong += [f"{name} imports {i}" for i in sorted(imports(path)) if is_top(i)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_harness_module_is_on_one_floor():
+    loose = [name for name, _ in modules()
+             if name.startswith("harness.") and not is_top(name) and not name.startswith(GROUND) and name != "harness.__init__"]
+    assert not loose, f"put these in harness/history, harness/cluster or harness/provision, or name them in TOP: {loose}"
+
+
+def test_the_ground_imports_nothing_above_it():
+    """history is the bottom: it imports no cluster, provisioning, workload, nemesis or analysis."""
+    wrong = []
+    for name, path in modules():
+        if name.startswith("harness.history"):
+            wrong += [f"{name} imports {i}" for i in sorted(imports(path))
+                      if i.split(".")[0] in PACKAGES and not i.startswith(("harness.history", "harness.errors"))]
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("name, path", modules(), ids=[m[0] for m in modules()])
+def test_no_module_is_over_400_lines(name, path):
+    assert len(path.read_text().splitlines()) <= 400, f"{name} has grown past 400 lines: split it by job"
+
+
+def test_the_docs_fault_table_is_the_nemeses_declaration():
+    from nemesis.runner import build_nemeses
+    from nemesis.schedule import PACKAGES as FAULT_PACKAGES
+
+    table = {}
+    for line in (ROOT / "docs" / "nemesis.md").read_text().splitlines():
+        row = re.match(r"\| `(\w+)` \| (.+?) \| (.+?) \|", line)
+        if row:
+            table[row[1]] = (set(re.findall(r"`([\w-]+)`", row[2])), set(re.findall(r"`([\w-]+)`", row[3])))
+    nemeses = build_nemeses(list(FAULT_PACKAGES))
+    declared = {name: ({k.start for k in n.faults}, {k.stop for k in n.faults}) for name, n in nemeses.items()}
+    assert all(n.faults for n in nemeses.values()), "every nemesis declares the fault kinds it records"
+    assert table == declared

@@ -1,0 +1,64 @@
+"""Exact replay (`run --replay`): the faults of a replayed run hit the same brokers at the same
+offsets in time as the original's; and the report's bands end where their faults end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analysis.timeline import faults_from
+from harness.history import read_history
+from harness.run import run
+from harness.run_settings import make_faults, read_replay, run_config
+
+STARTS = {"kill", "start-partition"}
+
+
+def fault_starts(run_dir) -> list[tuple[str, list[int], float]]:
+    """(f, targets, seconds after the workload began) of every fault that started."""
+    config = json.loads((run_dir / "config.json").read_text())
+    began = config["phases_s"]["workload"]
+    return [(e["f"], e["value"]["targets"], e["time"] / 1e9 - began)
+            for e in read_history(run_dir / "history.jsonl") if e["process"] == "nemesis" and e["f"] in STARTS]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_replayed_run_hits_the_same_brokers_at_the_same_times(prepared, tmp_path, report_figure):
+    # Leader targets: chosen from the roles at the moment, so a replay that chose afresh would
+    # likely pick other brokers (the new cluster's leaders are placed anew).
+    values = {"store": str(tmp_path), "time_limit": 24, "rate": 200, "seed": 5, "partitions": 4, "nemesis": "kill,partition",
+              "nemesis_interval": 4, "db_targets": "leader,one", "partition_targets": "leader,one"}
+    config = run_config(values, command_line=[])
+    original = run(config, faults=make_faults(config)).run_dir
+    replay_values = read_replay(original / "config.json")
+    assert replay_values["schedule"], "config.json holds the executed schedule"
+    replay_config = run_config(replay_values, command_line=[])
+    replayed = run(replay_config, faults=make_faults(replay_config)).run_dir
+
+    first, second = fault_starts(original), fault_starts(replayed)
+    assert len(first) >= 3, first  # the schedule really fired
+    assert [(f, t) for f, t, _ in first] == [(f, t) for f, t, _ in second], (first, second)
+    drift = [round(b - a, 3) for (_, _, a), (_, _, b) in zip(first, second)]
+    assert all(abs(d) <= 1.0 for d in drift), (drift, first, second)
+    recorded = json.loads((replayed / "config.json").read_text())
+    assert recorded["replay_of"] == str((original / "config.json").resolve()) and recorded["nemesis_config"]["replayed"]
+    report_figure(f"replay: {len(first)} faults on the same brokers, time drift {min(drift):+.2f}..{max(drift):+.2f} s")
+
+
+def test_a_scenario_kill_band_ends_at_its_restart_not_at_the_heal():
+    """Scenarios record kill/restart as the kill nemesis does, naming the broker."""
+    nemesis = [
+        {"t": 1.0, "f": "kill", "value": {"node": 1, "targets": [1]}},
+        {"t": 2.0, "f": "kill", "value": {"node": 2, "targets": [2]}},
+        {"t": 3.0, "f": "restart", "value": {"node": 1, "targets": [1]}},
+        {"t": 5.0, "f": "restart", "value": {"node": 2, "targets": [2]}},
+        {"t": 6.0, "f": "cut", "value": {"targets": [1, 2]}},
+        {"t": 9.0, "f": "heal", "value": {}},
+    ]
+    bands, _ = faults_from(nemesis, end_s=20.0)
+    ends = {(b.f, tuple(b.targets)): (b.start_s, b.end_s, b.ended_by) for b in bands}
+    assert ends[("kill", (1,))] == (1.0, 3.0, "restart")
+    assert ends[("kill", (2,))] == (2.0, 5.0, "restart")
+    assert ends[("cut", (1, 2))] == (6.0, 9.0, "heal")
