@@ -57,8 +57,8 @@ class RunDirectory:
         self.run_id = new_run_id()
         self.path = store / self.run_id
         self.path.mkdir()
-        self.record = {"history_format": FORMAT_VERSION, "config_format": CONFIG_FORMAT, "run_id": self.run_id,
-                       "status": "running", **self.record}
+        # In place: the caller keeps adding to the same dict (drain, heal, ...) until the last update.
+        self.record.update(history_format=FORMAT_VERSION, config_format=CONFIG_FORMAT, run_id=self.run_id, status="running")
         self.write_config()
         self._stack.__enter__()
         return self

@@ -8,6 +8,7 @@ roles at that moment. Without a recorder it only logs.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.history.faults import FaultKind
@@ -40,6 +41,7 @@ class Nemesis:
         self.cluster: KafkaCluster | None = None
         self.recorder: NemesisRecorder | None = None
         self.topic: str | None = None
+        self.struck_at: float | None = None  # when the last fault struck (time.monotonic())
 
     def setup(self, cluster: "KafkaCluster", recorder: NemesisRecorder | None = None, topic: str | None = None) -> "Nemesis":
         self.cluster, self.recorder, self.topic = cluster, recorder, topic
@@ -89,16 +91,21 @@ class Nemesis:
         return list(self.cluster.brokers)
 
     def look(self) -> "Roles":
-        """One look at who holds which role, taken at the start of a fault: it chooses the
-        targets and is what `roles()` then records (a replay looks too, so both take as long)."""
+        """One look at who holds which role, taken before a fault strikes: it chooses the targets
+        and is what `roles()` then records. A replay takes it ahead of time (the runner calls
+        `look()` before waiting for the event), so that it strikes at the recorded moment."""
         from nemesis.targets import Roles
 
         assert self.cluster is not None
-        self._looked = Roles.now(self.cluster, self.topic)
-        return self._looked
+        looked = getattr(self, "_looked", None)
+        if looked is None:
+            looked = self._looked = Roles.now(self.cluster, self.topic)
+        return looked
 
     def roles(self, nodes: list["Node"]) -> dict[str, list[str]]:
-        """Each node's roles as the fault's look saw them: "controller", "leader:<topic>-<p>"."""
-        looked = getattr(self, "_looked", None) or self.look()
+        """Each node's roles as the fault's look saw them: "controller", "leader:<topic>-<p>".
+        Called as the fault strikes: its moment is `struck_at` (the runner records it as at_s)."""
+        looked = self.look()
         self._looked = None  # one look per fault
+        self.struck_at = time.monotonic()
         return looked.of(nodes)

@@ -104,7 +104,6 @@ class FaultRunner:
             "interval_s": self.interval_s,
             "seed": self.seed,
             "options": {name: nemesis.options() for name, nemesis in self.nemeses.items()},
-            "replayed": self.replaying,
             "schedule": [e.as_dict() for e in (self.executed or self.schedule)],
         }
 
@@ -123,6 +122,8 @@ class FaultRunner:
     def _run(self) -> None:
         self._began = time.monotonic()
         for event in self.schedule:
+            if event.params.get("targets") is not None and event.action == "start":
+                self.nemeses[event.package].look()  # ahead of time: the replay strikes at the recorded moment
             if self._stop.wait(max(0.0, self._began + event.at_s - time.monotonic())):
                 return
             self.execute(event)
@@ -130,9 +131,12 @@ class FaultRunner:
     def execute(self, event: FaultEvent) -> None:
         nemesis = self.nemeses[event.package]
         at_s = round(time.monotonic() - self._began, 3) if self._began else event.at_s
+        nemesis.struck_at = None
         try:
             value = nemesis.invoke(event.action, dict(event.params), self._rngs[event.package])
             params = nemesis.replay_params(value) if event.action == "start" else {}
+            if nemesis.struck_at is not None and self._began:  # the moment it struck, after its look
+                at_s = round(nemesis.struck_at - self._began, 3)
             self.executed.append(FaultEvent(at_s, event.package, event.action, params))
         except Exception as exc:  # a fault that cannot be applied now (e.g. no leader mid-election) is recorded, not fatal
             message = f"{event.package} {event.action}: {exc}"
