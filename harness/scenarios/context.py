@@ -113,7 +113,7 @@ class ScenarioContext:
         return named | ({"D": self.D.node_id} if self.D is not None else {})
 
     def at_least(self, version: str) -> bool:
-        return parse_version(self.version) >= parse_version(version)
+        return parse_version(self.version) >= parse_version(version + ".0" * (2 - version.count(".")))  # "3.5" means 3.5.0
 
     # --- recording ------------------------------------------------------------------------
     def step(self, what: str, f: str = "scenario-step", **value: Any) -> dict[str, Any]:
