@@ -17,6 +17,7 @@ receives).
 from __future__ import annotations
 
 import random
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
@@ -69,6 +70,14 @@ def bridge(ids: list[int]) -> Grudge:
 def one_way(grudge: Grudge) -> Grudge:
     """Keep each cut in one direction only: of a mutual pair, the lower id keeps its grudge."""
     return {a: {b for b in peers if not (a in grudge.get(b, set()) and b < a)} for a, peers in grudge.items()}
+
+
+def _each(items: list[Any], act: Any) -> None:
+    """`act` on every item at once (one thread each; a handful of nodes); the first error raises."""
+    if not items:
+        return
+    with ThreadPoolExecutor(max_workers=len(items)) as pool:
+        list(pool.map(act, items))
 
 
 class PartitionNemesis(Nemesis):
@@ -132,14 +141,12 @@ class PartitionNemesis(Nemesis):
 
     def cut_clients(self, victims: list["Node"], note: str | None = None) -> dict[str, Any]:
         """Cut the host's clients from these brokers; the brokers still talk to each other."""
-        roles = self.roles(victims)
-        for node in victims:
-            net.drop_host_clients(node, "PART")
-        value = {"shape": "client", "targets": [n.node_id for n in victims], "roles": roles, "cut": "host clients"}
+        value = {"shape": "client", "targets": [n.node_id for n in victims], "roles": self.roles(victims), "cut": "host clients"}
         if note is not None:
             value["replay"] = note
         self.active = value
         self.record(PARTITION.start, value)
+        _each(victims, lambda node: net.drop_host_clients(node, "PART"))
         return value
 
     def apply(self, shape: str, grudge: Grudge, victims: list["Node"], aimed: dict[str, Any] | None = None,
@@ -147,22 +154,23 @@ class PartitionNemesis(Nemesis):
         assert self.cluster is not None
         if self.one_way_cuts and note != "recorded targets":  # a recorded grudge is already one-way
             grudge = one_way(grudge)
-        roles = self.roles(victims)
-        for node_id, peers in grudge.items():
-            if peers:
-                net.drop_from(self.cluster.node(node_id), [self.cluster.node(p) for p in sorted(peers)], "PART")
         value = {
             "shape": shape,
             "one_way": self.one_way_cuts,
             "targets": [n.node_id for n in victims],
-            "roles": roles,
+            "roles": self.roles(victims),
             "grudge": {str(k): sorted(v) for k, v in sorted(grudge.items())},
             **(aimed or {}),
         }
         if note is not None:
             value["replay"] = note
         self.active = value
+        # Recorded as it strikes, then carried out on every node at once: the rules take one docker
+        # exec or two per node, 0.8 s for three nodes on a quiet host and up to 3 s under load.
         self.record(PARTITION.start, value)
+        cluster = self.cluster
+        _each([(node_id, peers) for node_id, peers in grudge.items() if peers], lambda item: net.drop_from(
+            cluster.node(item[0]), [cluster.node(p) for p in sorted(item[1])], "PART"))
         return value
 
     def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
@@ -203,15 +211,14 @@ class PacketLossNemesis(Nemesis):
         if victims is None:
             victims = choose_nodes(self.cluster, params.get("target", self.target), rng, self.topic, roles=look)
         others = [b for b in self.brokers if b not in victims]
-        for victim in victims:  # both directions between victims and the rest
-            net.drop_from(victim, others, "LOSS", self.probability)
-        for other in others:
-            net.drop_from(other, victims, "LOSS", self.probability)
         self.active = True
         value = {"targets": [v.node_id for v in victims], "roles": self.roles(victims), "probability": self.probability}
         if note is not None:
             value["replay"] = note
-        self.record(LOSS.start, value)
+        self.record(LOSS.start, value)  # as it strikes (see PartitionNemesis.apply)
+        # Both directions between victims and the rest, every node at once.
+        _each([(v, others) for v in victims] + [(o, victims) for o in others],
+              lambda item: net.drop_from(item[0], item[1], "LOSS", self.probability))
         return value
 
     def teardown(self) -> dict[str, Any]:

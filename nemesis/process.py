@@ -45,14 +45,15 @@ class ProcessNemesis(Nemesis):
         if chosen is None:
             chosen = choose_nodes(self.cluster, target, rng, self.topic, aimed, look)
         nodes = [n for n in chosen if n.node_id not in self.victims]
-        roles = self.roles(nodes)
-        for node in nodes:
-            self.victims[node.node_id] = self.hit(node)
-        value = {"target": target, "targets": [n.node_id for n in nodes], "roles": roles, **aimed,
-                 "pids": {str(n.node_id): self.victims[n.node_id] for n in nodes}}
+        pids = {str(n.node_id): n.pid() for n in nodes}
+        # Recorded as it strikes, then carried out: the event's time is the fault's start, which a
+        # replay repeats exactly (how long the signals take varies by a second or more under load).
+        value = {"target": target, "targets": [n.node_id for n in nodes], "roles": self.roles(nodes), **aimed, "pids": pids}
         if note is not None:
             value["replay"] = note
         self.record(self.start_f, value)
+        for node in nodes:
+            self.victims[node.node_id] = self.hit(node)
         return value
 
     def teardown(self) -> dict[str, Any]:

@@ -81,7 +81,7 @@ class FaultRunner:
         self.executed: list[FaultEvent] = []  # each event as it ran: actual time, resolved params
         self._rngs = {name: package_rng(seed, name, "choices") for name in nemeses}
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self.cluster: KafkaCluster | None = None
         self.recorder: NemesisRecorder | None = None
         self.topic: str | None = topic  # the workload topic: 'leader' targets lead one of its partitions
@@ -104,7 +104,7 @@ class FaultRunner:
             "interval_s": self.interval_s,
             "seed": self.seed,
             "options": {name: nemesis.options() for name, nemesis in self.nemeses.items()},
-            "schedule": [e.as_dict() for e in (self.executed or self.schedule)],
+            "schedule": [e.as_dict() for e in (sorted(self.executed, key=lambda e: (e.at_s, e.package)) or self.schedule)],
         }
 
     def setup(self, cluster: "KafkaCluster", recorder: NemesisRecorder | None = None, topic: str | None = None) -> "FaultRunner":
@@ -114,14 +114,18 @@ class FaultRunner:
         return self
 
     def start(self) -> None:
-        if not self.schedule:
-            return
-        self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
+        """One bounded thread per package, all timed from one start: a slow fault of one package
+        (a partition's rules under load) never delays another's, in a run or in its replay."""
         self._began = time.monotonic()
-        for event in self.schedule:
+        for package in self.nemeses:
+            events = [e for e in self.schedule if e.package == package]
+            if events:
+                thread = threading.Thread(target=self._run, args=(events,), name=f"nemesis-{package}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+
+    def _run(self, events: list[FaultEvent]) -> None:
+        for event in events:
             if event.params.get("targets") is not None and event.action == "start":
                 self.nemeses[event.package].look()  # ahead of time: the replay strikes at the recorded moment
             if self._stop.wait(max(0.0, self._began + event.at_s - time.monotonic())):
@@ -149,8 +153,9 @@ class FaultRunner:
     def heal_and_stop(self) -> dict[str, Any]:
         """Stop the schedule, undo every fault, wait for full ISRs; return (and record) what happened."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=60)
+        deadline = time.monotonic() + 60
+        for thread in self._threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         # Order matters: resume and restart before healing the network, reset clocks last.
         for name in ("pause", "kill", "partition", "loss", "clock"):
             if name in self.nemeses:
