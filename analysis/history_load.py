@@ -62,6 +62,7 @@ VALUE_FS = ("send", "poll", "txn", "assign", "subscribe")
 # array or a non-integral number. from_json nulls such a field instead of failing, and a null
 # offset is legal, so without this rule `"offset": "7"` would pass Spark and fail the plain
 # validator. One regex over the value's text; applied to client events only.
+TYPE_RULE = True  # bench/bench_history_rules.py turns it off to measure what it costs
 WRONG_INT = r'"(key|value|offset|epoch)"\s*:\s*("|t|f|\{|\[|-?[0-9]+[.eE])|"keys"\s*:\s*\[[^\]]*[^-0-9,\s\]]'
 
 
@@ -153,6 +154,7 @@ def _problem_column(df: DataFrame, has_corrupt: bool, value_text: Column | None)
         .when(F.col("process").isNull(), F.lit("field 'process' is missing"))
         .when(~type_.isin(*OP_TYPES) | type_.isNull(), F.lit("field 'type' is not invoke/ok/fail/info"))
         .when(f.isNull(), F.lit("field 'f' is missing"))
+        .when(client & ~f.isin(*CLIENT_FS), F.lit(f"a client event's f must be one of {', '.join(CLIENT_FS)}"))
     )
     if value_text is not None:
         c = c.when(client & f.isin(*CLIENT_FS) & value_text.rlike(WRONG_INT),
@@ -265,7 +267,7 @@ def load_history(spark: SparkSession, run_dir: Path | str, prefer: str | None = 
         if missing:
             raise HistoryError(f"{path}: missing column(s) {', '.join(missing)}; history format v1 needs them")
     events = _normalise(raw)
-    text = F.col("_value_text") if "_value_text" in events.columns else None
+    text = F.col("_value_text") if TYPE_RULE and "_value_text" in events.columns else None
     # The text is dropped at once (before the persist below): _problem is computed from it in the same projection.
     events = events.withColumn("_problem", _problem_column(events, "_corrupt" in events.columns, text)).drop("_value_text")
     cached = None
