@@ -137,8 +137,7 @@ def run_command(ctx: click.Context, config_file: Path | None, replay: Path | Non
 
     values = resolve_run_settings(ctx, flags, config_file, replay)
     config = run_config(values)
-    config.check()  # bad input: exit 2 before anything is created, and before the progress line
-    faults = make_faults(config)
+    faults = make_faults(config)  # bad packages or targets: exit 2 before anything starts
     check, spark_master = values["check"], values["spark_master"]
     if config.schedule:
         console.print(f"replaying the fault schedule of {replay}: {len(config.schedule)} events at their recorded "
@@ -219,13 +218,18 @@ class RunProgress:
         self.rate = 0.0
 
     def __enter__(self) -> "RunProgress":
-        self.progress.start()
-        return self
+        return self  # the line appears with the first phase: bad input (run() checks it first) prints no empty bar
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        if self.started:
+            self.progress.stop()
+
+    started = False
 
     def update(self, phase: str, recorder: Any) -> None:
+        if not self.started:
+            self.progress.start()
+            self.started = True
         now = time.monotonic()
         completed = 0
         if recorder is not None:
