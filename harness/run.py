@@ -127,12 +127,13 @@ def make_workload(config: RunConfig, profile: Any, recorder: Recorder, bootstrap
 def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressFn | None = None) -> RunResult:
     """Carry out one run and return where it is; see the module docstring. Raises HarnessError
     carrying the run directory (marked FAILED)."""
-    from workloads.profiles import get_profile
+    from workloads.profiles import get_profile, refuse_unsupported
 
     config.check()  # bad input: exit 2 before anything is created
     notify = progress or (lambda phase, rec: None)
     profile = get_profile(config.profile).for_brokers(config.brokers)  # resolved once, here
     version = resolve_kafka_version(config.kafka_version)
+    refuse_unsupported(profile, config.workload, version)  # e.g. safe (idempotence) on 0.10.2.2: exit 2 now
     seconds: dict[str, float] = {}
     phases: dict[str, float] = {}  # when each phase began, seconds on the history's clock
     record: dict[str, Any] = {

@@ -108,6 +108,29 @@ PROFILES: dict[str, Profile] = {
 }
 
 
+# KIP-98: the idempotent and the transactional producer need brokers of 0.11.0 or later. Against
+# an older broker librdkafka fails every producer with a fatal _UNSUPPORTED_FEATURE once the
+# cluster is up, and a run with no acknowledged send proves nothing; refuse it before it starts.
+IDEMPOTENCE_SINCE = (0, 11)
+
+
+def refuse_unsupported(profile: Profile, workload: str, kafka_version: str) -> None:
+    """Raise HarnessError (exit 2) when this Kafka version cannot serve the profile or workload."""
+    from harness.provision.kafka_jars import parse_version
+
+    if parse_version(kafka_version) >= IDEMPOTENCE_SINCE:
+        return
+    if workload == "txn":
+        raise HarnessError(f"the txn workload needs transactions, which Kafka {kafka_version} does not have (KIP-98: 0.11.0 and later).",
+                           hint="use --workload queue on this version, or a Kafka version of 0.11.0 or later")
+    if profile.enable_idempotence:
+        idempotent_free = ", ".join(name for name, p in PROFILES.items() if not p.enable_idempotence)
+        raise HarnessError(
+            f"profile {profile.name!r} uses the idempotent producer, which Kafka {kafka_version} does not have "
+            "(KIP-98: 0.11.0 and later); its producers would all fail with _UNSUPPORTED_FEATURE.",
+            hint=f"use --profile no-idempotence (acks=all, the closest to safe) or another profile without it: {idempotent_free}")
+
+
 def get_profile(name: str) -> Profile:
     try:
         return PROFILES[name]

@@ -115,3 +115,37 @@ def test_replay_of_a_non_config_is_exit_2(tmp_path):
     bad.write_text("{}")
     out = subprocess.run([sys.executable, "-m", "harness", "run", "--replay", str(bad)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "not a run's config.json" in out.stderr
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--profile", "safe", "--kafka-version", "0.10.2.2"], ["idempotent producer", "--profile no-idempotence"]),
+    (["--workload", "txn", "--profile", "no-idempotence", "--kafka-version", "0.10.2.2"], ["txn workload", "0.11.0"]),
+])
+def test_a_profile_the_version_cannot_serve_is_refused_before_anything_starts(tmp_path, args, names):
+    """Idempotence and transactions need Kafka 0.11 (KIP-98). Before this check the cluster
+    started and every producer then died with _UNSUPPORTED_FEATURE (issue 21's first try)."""
+    store = tmp_path / "store"
+    out = subprocess.run([sys.executable, "-m", "harness", "run", *args, "--no-check", "--store", str(store)],
+                         capture_output=True, text=True, timeout=60)
+    said = " ".join(out.stderr.split())
+    assert out.returncode == 2 and all(n in said for n in names), out.stderr
+    assert not store.exists() or not any(store.iterdir()), "nothing is created for a refused run"
+
+
+def test_which_profiles_each_version_can_serve():
+    from workloads.profiles import PROFILES, refuse_unsupported
+    from harness.errors import HarnessError
+
+    def served(version: str, workload: str = "queue") -> set[str]:
+        ok = set()
+        for name, profile in PROFILES.items():
+            try:
+                refuse_unsupported(profile, workload, version)
+                ok.add(name)
+            except HarnessError:
+                pass
+        return ok
+
+    assert served("0.11.0.3") == served("4.3.1") == set(PROFILES)
+    assert served("0.10.2.2") == {n for n, p in PROFILES.items() if not p.enable_idempotence} == {"no-idempotence", "acks1", "acks0", "unsafe"}
+    assert served("0.10.2.2", "txn") == set() and served("1.1.1", "txn") == set(PROFILES)
