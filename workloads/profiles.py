@@ -116,10 +116,14 @@ IDEMPOTENCE_SINCE = (0, 11)
 
 def refuse_unsupported(profile: Profile, workload: str, kafka_version: str) -> None:
     """Raise HarnessError (exit 2) when this Kafka version cannot serve the profile or workload."""
+    from harness.errors import KafkaVersionError
     from harness.provision.kafka_jars import parse_version
 
-    if parse_version(kafka_version) >= IDEMPOTENCE_SINCE:
-        return
+    try:
+        if parse_version(kafka_version) >= IDEMPOTENCE_SINCE:
+            return
+    except KafkaVersionError:
+        return  # not a version at all: resolving the jars says so, in a run directory marked FAILED
     if workload == "txn":
         raise HarnessError(f"the txn workload needs transactions, which Kafka {kafka_version} does not have (KIP-98: 0.11.0 and later).",
                            hint="use --workload queue on this version, or a Kafka version of 0.11.0 or later")
