@@ -216,6 +216,7 @@ class RunProgress:
         self.workload_began: float | None = None
         self.last: tuple[float, int] = (time.monotonic(), 0)
         self.rate = 0.0
+        self.started = False  # the line appears with the first phase
 
     def __enter__(self) -> "RunProgress":
         return self  # the line appears with the first phase: bad input (run() checks it first) prints no empty bar
@@ -223,8 +224,6 @@ class RunProgress:
     def __exit__(self, *exc: object) -> None:
         if self.started:
             self.progress.stop()
-
-    started = False
 
     def update(self, phase: str, recorder: Any) -> None:
         if not self.started:

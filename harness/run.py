@@ -16,22 +16,20 @@ without one is fault-free.
 from __future__ import annotations
 
 import logging
-import sys
+import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from harness.cluster import KafkaCluster
-from harness.errors import HarnessError
 from harness.history import Recorder
 from harness.provision.settings import kafka_version as resolve_kafka_version
+from harness.run_config import TOPIC, WORKLOADS, RunConfig
 from harness.run_dir import RunDirectory, prepare_store
 
 log = logging.getLogger(__name__)
 
-WORKLOADS = ("queue", "txn")
-TOPIC = "queue"
 __all__ = ["FaultPhase", "RunConfig", "RunResult", "TOPIC", "WORKLOADS", "prepare_store", "run"]
 
 
@@ -52,53 +50,6 @@ class FaultPhase(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """The settings and the schedule, for config.json (the executed one once it has run)."""
-
-
-@dataclass
-class RunConfig:
-    store: Path
-    workload: str = "queue"
-    profile: str = "safe"
-    brokers: int = 3
-    kafka_version: str | None = None
-    time_limit_s: float = 60.0
-    rate: float = 1000.0
-    seed: int = 0
-    partitions: int = 8
-    producers: int = 2
-    consumers: int = 2
-    subscribe: bool = False
-    abort_probability: float = 0.2
-    drain_timeout_s: float = 60.0
-    # The fault phase (nemesis/runner.py); "none" runs fault-free.
-    nemesis: str = "none"
-    nemesis_interval_s: float = 10.0
-    partition_targets: str = "one,leader,controller,halves"
-    db_targets: str = "one,leader,controller"
-    one_way: bool = False
-    loss_probability: float = 0.2
-    schedule: list[dict[str, Any]] | None = None  # a recorded schedule to replay (run --replay)
-    replay_of: str | None = None  # the config.json replayed
-    command_line: list[str] = field(default_factory=lambda: list(sys.argv))
-
-    def check(self) -> None:
-        """Refuse bad input before anything is created."""
-        from workloads.profiles import get_profile
-
-        if self.workload not in WORKLOADS:
-            raise HarnessError(f"unknown workload {self.workload!r}.", hint=f"use one of: {', '.join(WORKLOADS)}")
-        get_profile(self.profile)
-        if not self.rate > 0:
-            raise HarnessError(f"rate={self.rate}: the rate must be greater than 0 operations per second.", hint="e.g. --rate 1000")
-        if not self.time_limit_s > 0:
-            raise HarnessError(f"time limit {self.time_limit_s}: it must be greater than 0 seconds.", hint="e.g. --time-limit 60")
-        for name in ("partitions", "producers", "brokers"):
-            if getattr(self, name) < 1:
-                raise HarnessError(f"{name}={getattr(self, name)}: it must be at least 1.")
-        if self.consumers < 0:
-            raise HarnessError(f"consumers={self.consumers}: it cannot be negative.")
-        if not 0 <= self.abort_probability <= 1:
-            raise HarnessError(f"abort probability {self.abort_probability}: it must lie between 0 and 1.")
 
 
 @dataclass
@@ -145,7 +96,7 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         "drain_timeout_s": config.drain_timeout_s, "topic": TOPIC,
         "nemesis": list(faults.packages) if faults is not None else [],
         "nemesis_config": faults.describe() if faults is not None else None,
-        "replay_of": config.replay_of, "command_line": shlex_join(config.command_line), "drain": None,
+        "replay_of": config.replay_of, "command_line": shlex.join(config.command_line), "drain": None,
     }
     with RunDirectory(config.store, record) as rd:
         recorder = rd.own(Recorder(rd.path / "history.jsonl"))
@@ -194,8 +145,3 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         notify("tearing down", recorder)
     return RunResult(rd.run_id, rd.path, record["drain"], counts, seconds)
 
-
-def shlex_join(command_line: list[str]) -> str:
-    import shlex
-
-    return shlex.join(command_line)

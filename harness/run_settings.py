@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.run import TOPIC, RunConfig
+from harness.run_config import TOPIC, RunConfig
 
 # Setting name -> RunConfig field, where they differ (the options say seconds in their help).
 FIELDS = {"time_limit": "time_limit_s", "drain_timeout": "drain_timeout_s", "nemesis_interval": "nemesis_interval_s"}

@@ -131,7 +131,7 @@ class PartitionNemesis(Nemesis):
         if shape == "client":
             value = self.cut_clients(victims if victims is not None else choose_nodes(self.cluster, "one", rng), note)
         elif victims is not None and grudge is not None:
-            value = self.apply(shape, {int(k): set(v) for k, v in grudge.items()}, victims, aimed, note)
+            value = self.apply(shape, {int(k): set(v) for k, v in grudge.items()}, victims, aimed, note, recorded=True)
         elif victims is not None and shape in ("one", "leader", "controller"):  # targets named, no grudge: isolate them
             value = self.apply(shape, isolate(victims, self.brokers), victims, aimed, note)
         else:
@@ -150,9 +150,9 @@ class PartitionNemesis(Nemesis):
         return value
 
     def apply(self, shape: str, grudge: Grudge, victims: list["Node"], aimed: dict[str, Any] | None = None,
-              note: str | None = None) -> dict[str, Any]:
+              note: str | None = None, recorded: bool = False) -> dict[str, Any]:
         assert self.cluster is not None
-        if self.one_way_cuts and note != "recorded targets":  # a recorded grudge is already one-way
+        if self.one_way_cuts and not recorded:  # a recorded grudge is already one-way
             grudge = one_way(grudge)
         value = {
             "shape": shape,

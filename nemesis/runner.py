@@ -75,7 +75,6 @@ class FaultRunner:
         if interval_s <= 0:
             raise HarnessError(f"nemesis interval {interval_s} must be > 0 seconds")
         self.nemeses, self.seed, self.isr_timeout_s, self.interval_s = nemeses, seed, isr_timeout_s, interval_s
-        self.replaying = schedule is not None
         self.schedule: list[FaultEvent] = (schedule if schedule is not None
                                            else build_schedule(list(nemeses), time_limit_s, interval_s, seed))
         self.executed: list[FaultEvent] = []  # each event as it ran: actual time, resolved params
@@ -87,10 +86,6 @@ class FaultRunner:
         self.topic: str | None = topic  # the workload topic: 'leader' targets lead one of its partitions
         self.errors: list[str] = []
         self._began = 0.0
-
-    @property
-    def name(self) -> str:
-        return "+".join(self.nemeses) or "none"
 
     @property
     def packages(self) -> list[str]:
