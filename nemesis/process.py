@@ -45,7 +45,7 @@ class ProcessNemesis(Nemesis):
         if chosen is None:
             chosen = choose_nodes(self.cluster, target, rng, self.topic, aimed, look)
         nodes = [n for n in chosen if n.node_id not in self.victims]
-        pids = {str(n.node_id): n.pid() for n in nodes}
+        pids = {str(n.node_id): n.pid_on_file() for n in nodes}  # the PID hit is then checked by hit()
         # Recorded as it strikes, then carried out: the event's time is the fault's start, which a
         # replay repeats exactly (how long the signals take varies by a second or more under load).
         value = {"target": target, "targets": [n.node_id for n in nodes], "roles": self.roles(nodes), **aimed, "pids": pids}

@@ -48,10 +48,10 @@ def test_a_replayed_run_hits_the_same_brokers_at_the_same_times(prepared, tmp_pa
     assert recorded["replay_of"] == str((original / "config.json").resolve())
     assert all(e.get("replay") == "recorded targets" for e in (ev["value"] for ev in read_history(replayed / "history.jsonl")
                                                                  if ev["process"] == "nemesis" and ev["f"] in STARTS))
-    # Each fault is recorded as it strikes, and a replay strikes at the recorded moment. Measured in
-    # four full-suite runs: max drift 0.16, 0.55, 0.39 and 1.19 s (one kill), so +-1 s is not yet
-    # guaranteed under load: asserted at 2 s, the figure reported (issue 17's note).
-    assert all(abs(d) <= 2.0 for d in drift), (drift, first, second)
+    # Each fault is recorded as it strikes, and a replay strikes at the recorded moment. Measured:
+    # max drift 0.16, 0.55, 0.39 and 1.19 s in four full-suite runs while the record waited for a
+    # `ps` exec per victim; 0.05 s alone and 0.05 s beside two busy loops once it read the PID file.
+    assert all(abs(d) <= 1.0 for d in drift), (drift, first, second)
     report_figure(f"replay: {both} faults on the same brokers, event time drift {min(drift):+.2f}..{max(drift):+.2f} s")
 
 

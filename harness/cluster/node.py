@@ -158,12 +158,18 @@ class Node:
             )
         return int(out.strip().splitlines()[-1])
 
+    def pid_on_file(self) -> int | None:
+        """The PID that start.sh last wrote, read on the host with no exec into the container:
+        what a fault records as it strikes (a `ps` exec took 0.1-1 s under load, and that wait
+        sat between a replayed fault's moment and its record). `pid()` says if it still runs."""
+        text = (self.node_dir / "kafka.pid").read_text().strip() if (self.node_dir / "kafka.pid").exists() else ""
+        return int(text) if text else None
+
     def pid(self) -> int | None:
         """The PID of the running Kafka JVM inside the container, or None if it is not running."""
-        pid_file = self.node_dir / "kafka.pid"
-        if not pid_file.exists() or not pid_file.read_text().strip():
+        pid = self.pid_on_file()
+        if pid is None:
             return None
-        pid = int(pid_file.read_text().strip())
         code, out = self.exec(f"ps -o stat= -p {pid}")
         state = out.strip()
         return pid if code == 0 and state and not state.startswith("Z") else None
