@@ -10,6 +10,7 @@ re-raises as a HarnessError that carries the run directory.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 from contextlib import ExitStack
@@ -64,8 +65,14 @@ class RunDirectory:
         return self
 
     def own(self, resource: T) -> T:
-        """Enter `resource` (a context manager) now; it is exited when the run directory closes."""
-        return self._stack.enter_context(resource)  # type: ignore[arg-type]
+        """Enter `resource` (a context manager) now; it is exited when the run directory closes.
+        A history recorder's wall-clock zero goes into config.json (`history_start_utc`)."""
+        entered = self._stack.enter_context(resource)  # type: ignore[arg-type]
+        start = getattr(resource, "wall_start_ns", None)
+        if isinstance(start, int):
+            when = dt.datetime.fromtimestamp(start / 1e9, dt.timezone.utc)
+            self.update(history_start_utc=when.isoformat(timespec="microseconds"))
+        return entered
 
     def write_config(self) -> None:
         write_json(self.path / "config.json", self.record)

@@ -66,6 +66,9 @@ class Recorder:
         self._written = 0  # events written to the file; the next batch starts at this index
         self._counts = np.zeros(len(TYPES), dtype=np.int64)  # written events by type, in TYPES order
         self._t0 = _now()
+        # The wall clock at the history's zero: event times are monotonic ns since then, so this one
+        # reading is what places them in UTC, beside the broker logs (config.json's history_start_utc).
+        self.wall_start_ns = time.time_ns()
         self._last_ns = self._t0  # times never go backwards across batches
         self._closed = False
         self._flush_interval_s = flush_interval_s
