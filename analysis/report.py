@@ -195,6 +195,10 @@ def render_report(run_dir: Path | str) -> Path:
     except timeline.TimelineError as exc:
         problems.append(f"the history could not be read, so there is no timeline: {exc}")
 
+    from analysis import report_explain
+
+    explained, clock, why = report_explain.explanations(run_dir, results, config)
+    problems += [why] if why else []
     allow, rules = (results.get("allowed", []), results.get("allowed_by", [])) if results else permitted(config)
     counts = (results or {}).get("counts") or {}
     examples = (results or {}).get("examples") or {}
@@ -205,7 +209,8 @@ def render_report(run_dir: Path | str) -> Path:
         found = counts.get(name, 0) or 0
         ex = examples.get(name) or []
         kind = {"name": name, "count": found, "allowed": name in allow, "definition": meaning(name),
-                "rows": _example_rows(name, ex), "plots": [], "shown": len(ex)}
+                "rows": _example_rows(name, ex), "plots": [], "shown": len(ex),
+                "explained": report_explain.render(name, explained.get(name) or [], clock)}
         if found and ex and tl is not None:
             pts = figs.anomaly_points(name, ex)
             for key in list(dict.fromkeys(pts["key"].tolist()))[:MAX_PARTITIONS_PER_KIND]:
@@ -229,6 +234,8 @@ def render_report(run_dir: Path | str) -> Path:
         problems=problems, generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         check_cmd=f"python -m analysis check {run_dir}",
         replicas=(results or {}).get("replica_divergence"),
+        no_faults=report_explain.no_faults(config, tl), timeline_tables=report_explain.timeline_tables(tl, run_dir, config),
+        extra_css=report_explain.CSS,
     )
     title = f"{verdict.upper()} · Kafka run {(config or {}).get('run_id', run_dir.name)}"
     out = html.write_atomic(run_dir / "report.html", html.page(title, body))

@@ -44,6 +44,12 @@ def _bands(fig: go.Figure, tl: Timeline, rows: int, label_row: int = 1) -> None:
         fig.add_annotation(x=tl.drain_start_s, y=0.02, xref="x", yref="y domain", text="final drain",
                            showarrow=False, xanchor="left", yanchor="bottom", font=dict(size=11, color="#555"),
                            row=label_row, col=1)
+    if tl.start_gap_s is not None:  # the history's clock starts before the cluster is up
+        for r in range(1, rows + 1):
+            fig.add_vrect(x0=0, x1=tl.start_gap_s, fillcolor="#c9ccd1", opacity=0.25, line_width=0, layer="below", row=r, col=1)
+        fig.add_annotation(x=tl.start_gap_s / 2, y=0.5, xref="x", yref="y domain",
+                           text=f"cluster starting<br>(no client ops, {tl.start_gap_s:.1f} s)", showarrow=False,
+                           font=dict(size=11, color="#555"), row=label_row, col=1)
     for m in tl.markers:
         colour = "#c62828" if m["f"] == "nemesis-error" else "#2e7d32"
         for r in range(1, rows + 1):
@@ -52,35 +58,48 @@ def _bands(fig: go.Figure, tl: Timeline, rows: int, label_row: int = 1) -> None:
                            textangle=-90, xanchor="right", font=dict(size=10, color=colour), row=label_row, col=1)
 
 
+LATENCY = {"send": ("#1f77b4", "#ff7f0e"), "poll": ("#17a589", "#8e44ad"), "txn": ("#5d6d7e", "#c0392b")}
+
+
 def timeline_figure(tl: Timeline) -> go.Figure:
+    """Throughput of each operation by outcome (one row per operation: sends, polls, txns),
+    latency of each operation (p50, p99), consumer lag; faults as bands over every row."""
     s = tl.seconds
     unit = "s" if tl.bin_s == 1 else f"{tl.bin_s} s bin"
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06, row_heights=[0.4, 0.35, 0.25],
-                        subplot_titles=(f"operations completed per second (per {unit})",
-                                        "latency, invoke → completion (ms, log scale)",
-                                        "consumer lag: highest acknowledged offset − offset read (records)"))
+    ops = [op for op in ("send", "poll", "txn") if f"{op}_ok" in s] or [None]
+    rows = len(ops) + 2
+    titles = [f"{op + 's' if op else 'operations'} completed per second, by outcome (per {unit})" for op in ops]
+    titles += ["latency, invoke → completion, by operation (ms, log scale)",
+               "consumer lag: highest acknowledged offset − offset read (records)"]
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.05, subplot_titles=titles,
+                        row_heights=[0.22] * len(ops) + [0.3, 0.2])
     x = s["t"].to_numpy()
-    for name in ("ok", "fail", "info"):
-        fig.add_trace(go.Bar(x=x, y=s[name].to_numpy(), name=name, marker_color=TYPE_COLOURS[name],
-                             marker_line_width=0, legendgroup="tp", legendgrouptitle_text="throughput"), 1, 1)
-    for name, colour, dash in (("p50_ms", "#1f77b4", "solid"), ("p99_ms", "#ff7f0e", "solid"), ("max_ms", "#9467bd", "dot")):
-        if name in s:
-            fig.add_trace(go.Scatter(x=x, y=s[name].to_numpy(), name=name.replace("_ms", ""), mode="lines",
-                                     line=dict(color=colour, width=1.5, dash=dash), connectgaps=False,
-                                     legendgroup="lat", legendgrouptitle_text="latency"), 2, 1)
+    for r, op in enumerate(ops, 1):
+        for name in ("ok", "fail", "info"):
+            col = f"{op}_{name}" if op else name
+            fig.add_trace(go.Bar(x=x, y=s[col].to_numpy(), name=f"{op or 'op'} {name}", marker_color=TYPE_COLOURS[name],
+                                 marker_line_width=0, legendgroup=f"tp-{op}", legendgrouptitle_text=f"{op or 'all'} throughput"), r, 1)
+        fig.update_yaxes(title_text=f"{op or 'op'}s/s", row=r, col=1)
+    lat_row = len(ops) + 1
+    for op in ops:
+        for q, colour, dash in (("p50", LATENCY.get(op or "send")[0], "solid"), ("p99", LATENCY.get(op or "send")[1], "dot")):
+            col = f"{op}_{q}_ms" if op else f"{q}_ms"
+            if col in s:
+                fig.add_trace(go.Scatter(x=x, y=s[col].to_numpy(), name=f"{op or 'all'} {q}", mode="lines",
+                                         line=dict(color=colour, width=1.5, dash=dash), connectgaps=False,
+                                         legendgroup="lat", legendgrouptitle_text="latency"), lat_row, 1)
     for name, colour in (("lag_p50", "#17becf"), ("lag_max", "#8c564b")):
         if name in s:
             fig.add_trace(go.Scatter(x=x, y=s[name].to_numpy(), name=name.replace("lag_", "lag "), mode="lines",
                                      line=dict(color=colour, width=1.5), legendgroup="lag",
-                                     legendgrouptitle_text="consumer lag"), 3, 1)
-    _bands(fig, tl, 3)
-    fig.update_layout(barmode="stack", bargap=0, height=760, margin=dict(l=60, r=20, t=40, b=40),
+                                     legendgrouptitle_text="consumer lag"), rows, 1)
+    _bands(fig, tl, rows)
+    fig.update_layout(barmode="stack", bargap=0, height=260 + 170 * rows, margin=dict(l=60, r=20, t=40, b=40),
                       legend=dict(orientation="v", x=1.01, y=1), hovermode="x unified",
                       plot_bgcolor="#fff", paper_bgcolor="#fff")
-    fig.update_yaxes(title_text="ops/s", row=1, col=1)
-    fig.update_yaxes(title_text="ms", type="log", dtick=1, row=2, col=1)
-    fig.update_yaxes(title_text="records", rangemode="tozero", row=3, col=1)
-    fig.update_xaxes(title_text="seconds since run start", row=3, col=1)
+    fig.update_yaxes(title_text="ms", type="log", dtick=1, row=lat_row, col=1)
+    fig.update_yaxes(title_text="records", rangemode="tozero", row=rows, col=1)
+    fig.update_xaxes(title_text="seconds since run start", row=rows, col=1)
     fig.update_xaxes(showgrid=True, gridcolor="#eee")
     fig.update_yaxes(showgrid=True, gridcolor="#eee")
     return fig
@@ -121,6 +140,20 @@ def _near(df: pd.DataFrame, times: np.ndarray, cap: int, span: float) -> pd.Data
     return pd.concat([base, sample(df[mask], cap - len(base))]).sort_values("t")
 
 
+def _zoom(fig: go.Figure, points: dict[str, pd.DataFrame], key: int, span: float) -> None:
+    """Zoom on the anomalies of partition `key`: a few seconds either side of them and some tens of
+    offsets around them, so that a few lost records are not one blob in a whole run's scatter.
+    Double-clicking the plot (Plotly's autorange) shows the whole run again."""
+    p = pd.concat([q[q["key"] == key] for q in points.values()] or [pd.DataFrame(columns=["t", "offset"])])
+    t, o = p["t"].dropna().to_numpy(dtype=float), p["offset"].dropna().to_numpy(dtype=float)
+    if len(t):
+        pad = max(2.0, min(span, (t.max() - t.min()) * 0.5 + 2.0))
+        fig.update_xaxes(range=[t.min() - pad, t.max() + pad])
+    if len(o):
+        pad = max(20.0, (o.max() - o.min()) * 0.5)
+        fig.update_yaxes(range=[o.min() - pad, o.max() + pad])
+
+
 def offset_figure(tl: Timeline, key: int, points: dict[str, pd.DataFrame]) -> go.Figure:
     """Where values of partition `key` were written (acknowledged), read, and where the anomalies are."""
     times = np.concatenate([p.loc[p["key"] == key, "t"].dropna().to_numpy() for p in points.values()] or [np.array([])])
@@ -144,7 +177,9 @@ def offset_figure(tl: Timeline, key: int, points: dict[str, pd.DataFrame]) -> go
     for f in tl.faults:
         fig.add_vrect(x0=f.start_s, x1=max(f.end_s, f.start_s + 0.05), fillcolor=FAULT_COLOURS.get(f.f, "#888"),
                       opacity=0.12, line_width=0, layer="below")
-    fig.update_layout(title=dict(text=f"partition {key}: offset over time", font=dict(size=14)), height=380,
+    _zoom(fig, points, key, span)
+    fig.update_layout(title=dict(text=f"partition {key}: offset over time (zoomed on the anomaly; double-click for the whole run)"
+                                 if fig.layout.xaxis.range else f"partition {key}: offset over time", font=dict(size=14)), height=380,
                       margin=dict(l=60, r=20, t=40, b=40), plot_bgcolor="#fff", paper_bgcolor="#fff",
                       legend=dict(orientation="h", y=-0.2), xaxis_title="seconds since run start",
                       yaxis_title="offset")

@@ -2,9 +2,11 @@
 package; the page shell is in analysis/html.py)."""
 
 REPORT = """
+<style>{{ extra_css }}</style>
 <h1>Kafka chaos run <code>{{ run_id }}</code></h1>
 <section class="card verdict" id="sec-verdict">
   <span class="badge {{ verdict }}">{{ 'not checked yet' if verdict == 'unchecked' else verdict }}</span>
+  {% if no_faults %}<span class="pill" id="no-faults" style="background:#2e7d32;font-size:14px">no faults were injected</span>{% endif %}
   {% if results %}
   <div class="hl">
   {% for k in ['lost', 'duplicated', 'reordered', 'diverged'] %}
@@ -53,6 +55,7 @@ Shaded bands are faults, labelled with the fault and its target broker(s) and th
 </table>
 {% else %}<div class="muted">No faults were injected in this run.</div>{% endif %}
 <div class="card">{{ timeline }}</div>
+{{ timeline_tables }}
 {% else %}<div class="card muted">No timeline: the history is missing or unreadable.</div>{% endif %}
 
 <h2 id="sec-anomalies">Anomalies</h2>
@@ -68,6 +71,7 @@ Shaded bands are faults, labelled with the fault and its target broker(s) and th
   {% for r in k.rows %}<tr><td>{{ r.key }}</td><td>{{ r.where }}</td><td>{{ r.vals }}</td><td class="muted">{{ r.extra }}</td><td><code>{{ r.ops }}</code></td></tr>{% endfor %}
   </table>
   {% endif %}
+  {{ k.explained }}
   {% for p in k.plots %}<div>{{ p }}</div>{% endfor %}
 </section>
 {% endfor %}

@@ -26,6 +26,7 @@ from harness.history.format import CLIENT_FS as FS, TYPES
 
 NS = 1_000_000_000
 COLUMNS = ["time", "process", "type", "f", "value"]
+OPTIONAL = ["error"]  # read when present (every v1 parquet has it)
 
 
 class TimelineError(Exception):
@@ -45,7 +46,8 @@ class Fault:
 
 @dataclass
 class Timeline:
-    seconds: pd.DataFrame  # per bin: t (s), ok, fail, info, p50_ms, p99_ms, max_ms, lag_p50, lag_max
+    seconds: pd.DataFrame  # per bin: t (s), ok, fail, info, p50_ms, p99_ms, max_ms, lag_p50, lag_max, and
+    # per operation and outcome: send_ok, send_fail, send_info, poll_ok, … (per s), send_p50_ms, send_p99_ms, poll_p50_ms, …
     bin_s: int
     faults: list[Fault]
     markers: list[dict[str, Any]]  # nemesis events that are not bands (nemesis-error, heal)
@@ -56,6 +58,9 @@ class Timeline:
     drain_start_s: float | None
     source: str  # which file was read
     notes: list[str] = field(default_factory=list)
+    op_table: list[dict[str, Any]] = field(default_factory=list)  # per (op, outcome): count, per s, latency quantiles
+    errors: list[dict[str, Any]] = field(default_factory=list)  # client errors: name, count, first/last time, ops
+    start_gap_s: float | None = None  # the cluster start: history time 0 until the workload began
 
 
 # ---------------------------------------------------------------------------- reading
@@ -75,6 +80,7 @@ def _jsonl_table(path: Path) -> pa.Table:
             "type": pa.array([e["type"] for e in events], pa.string()),
             "f": pa.array([e["f"] for e in events], pa.string()),
             "value": pa.array([dumps(e.get("value")) for e in events], pa.string()),
+            "error": pa.array([e.get("error") if isinstance(e.get("error"), str) else None for e in events], pa.string()),
         })
     except (KeyError, TypeError, pa.ArrowException) as exc:
         raise TimelineError(f"{path}: an event lacks a v1 field or has the wrong type ({exc})") from exc
@@ -88,7 +94,8 @@ def _batches(run_dir: Path, batch_rows: int = 1_000_000) -> tuple[str, Iterator[
             missing = [c for c in COLUMNS if c not in pf.schema_arrow.names]
             if missing:
                 raise TimelineError(f"{parquet}: missing column(s) {missing}")
-            return str(parquet), pf.iter_batches(batch_size=batch_rows, columns=COLUMNS), pf.metadata.num_rows
+            cols = COLUMNS + [c for c in OPTIONAL if c in pf.schema_arrow.names]
+            return str(parquet), pf.iter_batches(batch_size=batch_rows, columns=cols), pf.metadata.num_rows
         except (OSError, pa.ArrowException) as exc:
             if not jsonl.exists():
                 raise TimelineError(f"{parquet}: unreadable ({exc})") from exc
@@ -119,6 +126,7 @@ class _Parts:
     writes: list[pd.DataFrame] = field(default_factory=list)
     reads: list[pd.DataFrame] = field(default_factory=list)
     nemesis: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[pd.DataFrame] = field(default_factory=list)  # t, f, type, name of events with an error
 
 
 def _every(mask: np.ndarray, stride: int) -> np.ndarray:
@@ -150,6 +158,13 @@ def _read_batch(b: pa.RecordBatch, parts: _Parts, stride: int = 1) -> None:
     f = _codes(b.column("f"), FS)
     value = b.column("value")
     procs = pc.cast(b.column("process"), pa.int64(), safe=False).to_numpy(zero_copy_only=False)
+    if "error" in b.schema.names:
+        has = pc.is_valid(b.column("error")).to_numpy(zero_copy_only=False)
+        if has.any():
+            names = pc.utf8_trim_whitespace(pc.struct_field(pc.extract_regex(
+                b.column("error").filter(pa.array(has)), r"^(?P<n>[^:]*)"), [0]))
+            parts.errors.append(pd.DataFrame({"t": time[has] / NS, "f": f[has], "type": type_[has],
+                                              "name": names.to_numpy(zero_copy_only=False)}))
     is_send = f == 0
     sid = np.full(len(f), -1, np.int64)
     if is_send.any():
@@ -187,7 +202,7 @@ def _latencies(ops: pd.DataFrame) -> pd.DataFrame:
     same = np.zeros(len(order), bool)
     same[1:] = (p[1:] == p[:-1]) & (f[1:] == f[:-1]) & (s[1:] == s[:-1]) & (ty[:-1] == 0) & (ty[1:] != 0)
     prev_t = np.roll(t, 1)
-    return pd.DataFrame({"t": t[same], "ms": (t[same] - prev_t[same]) * 1000.0})
+    return pd.DataFrame({"t": t[same], "ms": (t[same] - prev_t[same]) * 1000.0, "f": f[same], "type": ty[same]})
 
 
 def _lag(writes: pd.DataFrame, reads: pd.DataFrame, exclude: set[int]) -> pd.DataFrame:
@@ -302,6 +317,9 @@ def build(run_dir: Path | str, config: dict[str, Any] | None = None, max_bins: i
         g = lag.groupby((lag["t"] // bin_s).astype(np.int64))["lag"]
         per["lag_p50"] = g.median().reindex(per.index)
         per["lag_max"] = g.max().reindex(per.index)
+    from analysis import timeline_ops
+
+    timeline_ops.add_per_op(per, done, lat, bin_s)
     faults, markers = faults_from(parts.nemesis, end_s)
     notes = []
     if stride > 1:
@@ -309,7 +327,9 @@ def build(run_dir: Path | str, config: dict[str, Any] | None = None, max_bins: i
                      "throughput and latency use every event")
     if drain_procs:
         notes.append("consumer lag leaves out the final drain, which re-reads every partition from the beginning")
-    return Timeline(per, bin_s, faults, markers, writes, reads, end_s, events, drain_start, source, notes)
+    return Timeline(per, bin_s, faults, markers, writes, reads, end_s, events, drain_start, source, notes,
+                    op_table=timeline_ops.op_table(done, lat, end_s), errors=timeline_ops.error_table(parts.errors),
+                    start_gap_s=timeline_ops.start_gap(config, ops[ops["f"] < len(FS)]))
 
 
 def sample(df: pd.DataFrame, cap: int, seed: int = 0) -> pd.DataFrame:
