@@ -1,0 +1,127 @@
+"""A lossy mount: a directory whose un-fsynced writes a power cut can take away.
+
+    with LossyMount(tmp / "disk", label="run-1:kafka-1") as disk:
+        (disk.mountpoint / "a").write_text("lost unless fsynced")
+        disk.drop()   # {"dropped_bytes": 19, "dropped_files": 1, ...}
+
+The native helper (native/lossyfs, built by the bootstrap) serves `root/backing/live` at
+`root/mnt` and keeps, per file, the size at its last fsync and the original bytes of what
+was overwritten since; per directory, its entries at its last fsync. `drop()` goes back to
+exactly that, as a power cut would (docs/power.md). The mount is owned by this object: it is
+removed on exit, on failure, and `harness cleanup --run-id` removes what a killed run left.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.provision.lossyfs import SOURCE_PREFIX, check_fuse, ensure_lossyfs, mounted, unmount
+
+log = logging.getLogger(__name__)
+
+
+class LossyMount:
+    """One mounted lossyfs; see the module docstring. `writeback_s` models the kernel's writeback
+    (dirty that long means on disk); None, the default, is the worst case: nothing survives."""
+
+    def __init__(self, root: Path, label: str, writeback_s: float | None = None) -> None:
+        self.root = Path(root)
+        self.label = label
+        self.writeback_s = writeback_s
+        self.mountpoint = self.root / "mnt"
+        self.backing = self.root / "backing"
+        self.control = self.root / "control.sock"
+        self.log_path = self.root / "lossyfs.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def source(self) -> str:
+        return f"{SOURCE_PREFIX}{self.label}"
+
+    def __enter__(self) -> "LossyMount":
+        return self.mount()
+
+    def __exit__(self, *exc: object) -> None:
+        self.unmount()
+
+    def is_mounted(self) -> bool:
+        return any(point == self.mountpoint for _, point in mounted(self.source))
+
+    def mount(self, timeout_s: float = 10.0) -> "LossyMount":
+        check_fuse()
+        binary = ensure_lossyfs()
+        self.mountpoint.mkdir(parents=True, exist_ok=True)
+        self.backing.mkdir(parents=True, exist_ok=True)
+        args = [str(binary), "--backing", str(self.backing), "--mount", str(self.mountpoint),
+                "--control", str(self.control), "--label", self.label]
+        if self.writeback_s is not None:
+            args += ["--writeback-s", str(self.writeback_s)]
+        with open(self.log_path, "ab") as out:
+            # Its own session: a Ctrl-C of the harness must not kill it before the brokers are gone.
+            self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                break
+            if self.control.exists() and self.is_mounted():
+                try:
+                    self.command("ping")
+                    return self
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        self.unmount()
+        raise HarnessError(f"the lossy filesystem helper could not mount {self.mountpoint}.",
+                           hint="its log is below; `python -m harness bootstrap` rebuilds it",
+                           details=self.log_path.read_text(errors="replace")[-2000:])
+
+    def command(self, name: str, timeout_s: float = 60.0) -> dict[str, Any]:
+        """Send one control command (ping, stats, sync-all, drop); its JSON answer."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout_s)
+            sock.connect(str(self.control))
+            sock.sendall(name.encode() + b"\n")
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        answer = json.loads(data or b"{}")
+        if not answer.get("ok"):
+            raise HarnessError(f"lossyfs {self.label}: {name} failed: {answer.get('error', 'no answer')}")
+        answer.pop("ok", None)
+        return answer
+
+    def drop(self) -> dict[str, Any]:
+        """Power loss: discard every un-synced byte and directory entry. Returns dropped_bytes,
+        dropped_files (files cut back or vanished), dropped_entries (names undone) and seconds."""
+        return self.command("drop")
+
+    def sync_all(self) -> dict[str, Any]:
+        return self.command("sync-all")
+
+    def stats(self) -> dict[str, Any]:
+        return self.command("stats")
+
+    def unmount(self, timeout_s: float = 5.0) -> None:
+        """Unmount and stop the helper; idempotent and safe after a failed mount."""
+        if self.is_mounted():
+            unmount(self.mountpoint)
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                log.warning("lossyfs %s did not exit after its unmount; killing it", self.label)
+                self.process.kill()
+                self.process.wait(timeout=timeout_s)
+            self.process = None
+        if self.is_mounted():  # a helper killed while mounted leaves a dead mount: remove it too
+            unmount(self.mountpoint)
