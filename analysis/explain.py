@@ -285,6 +285,10 @@ def explain_example(name: str, ex: dict[str, Any], facts: Facts, faults: list[Fa
             out[k] = ex[k]
     times = [x["t_s"] for x in (invoke, completion) if x]
     reads = _reads_at(facts, key, offset, clk) if key is not None else []
+    if name == "inconsistent-offsets" and key is not None:  # the acknowledgements at that offset place it too
+        acked = [(t, v) for t, o, v in facts.acks.get(key) or [] if o == offset]
+        out["acked_at_offset"] = [{"value": v, "t_s": round(t, 3), "utc": clk.utc(t)} for t, v in acked]
+        times += [t for t, _ in acked]
     if not times:  # no send of its own (a read anomaly): the reads at its position place it
         times = sorted({r["t_s"] for r in reads})[:1] + sorted({r["t_s"] for r in reads})[-1:]
         ops = [o for o in ex.get("ops") or [] if isinstance(o, dict) and isinstance(o.get("time"), (int, float))]
@@ -292,7 +296,8 @@ def explain_example(name: str, ex: dict[str, Any], facts: Facts, faults: list[Fa
     t0, t1 = (min(times), max(times)) if times else (None, None)
     out["at"] = {"from_s": t0, "to_s": t1, "from_utc": clk.utc(t0), "to_utc": clk.utc(t1)}
     out["faults_at_invoke"] = _fault_facts(faults, invoke["t_s"] if invoke else t0, topic, clk)
-    out["faults_at_completion"] = _fault_facts(faults, completion["t_s"] if completion else t1, topic, clk)
+    acks = [a["t_s"] for a in out.get("acked_at_offset") or []]
+    out["faults_at_completion"] = _fault_facts(faults, completion["t_s"] if completion else acks[0] if acks else t1, topic, clk)
     if key is not None and t1 is not None:
         out["leader"] = _leader(facts, faults, key, t1, topic, log_view, clk)
     if key is not None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from analysis.registry import ANOMALIES
 
+FIRST = ("lost-write", "inconsistent-offsets", "duplicate")  # what an SRE reads first: data lost or diverged
 VERBS = {"kill": "was being killed", "pause": "was paused", "start-partition": "was partitioned off",
          "start-loss": "was losing packets", "bump-clock": "had its clock bumped",
          "strobe-clock": "had its clock strobed", "cut": "had a link cut"}
@@ -104,8 +105,10 @@ def sentence(ctx: dict[str, Any]) -> str:
         return f"{_written(ctx)}; {past}, so it is lost only if the final drain reached the high watermark."
     if name == "inconsistent-offsets":
         seen = " and as ".join(f"value {r['value']} ({_epoch(r)}, by process {r['process']} {when(r)})" for r in reads)
-        acked = f"; value {ctx['value']} was acknowledged there {when(ctx['completion'])}" if ctx.get("completion") else ""
-        return f"offset {o} of {p} was read as {seen or 'different values'}{acked}, {faults_phrase(ctx)}."
+        acked = " and ".join(f"value {a['value']} {when(a)}" for a in ctx.get("acked_at_offset") or [])
+        acked = f"was acknowledged to a producer for {acked}, " if acked else ""
+        read = f"was read as {seen}" if seen else "was never read"
+        return f"offset {o} of {p} {acked}{read}; the writes there were acknowledged {faults_phrase(ctx)}."
     if name == "duplicate":
         where = ", ".join(str(x.get("offset")) for x in ctx.get("positions") or []) or str(o)
         done = ctx.get("completion")
@@ -139,7 +142,7 @@ def first_examples(results: dict[str, Any]) -> str:
     """What `check` prints after its summary: each anomaly's first example, explained."""
     ex = ((results.get("explanations") or {}).get("examples") or {})
     lines = []
-    for name in list(ANOMALIES) + [n for n in ex if n not in ANOMALIES]:
+    for name in [*FIRST, *(n for n in ANOMALIES if n not in FIRST), *(n for n in ex if n not in ANOMALIES)]:
         first = (ex.get(name) or [None])[0]
         if first and first.get("sentence"):
             lines.append(f"first {name}: {first['sentence']}")

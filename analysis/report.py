@@ -212,7 +212,7 @@ def render_report(run_dir: Path | str) -> Path:
                 "rows": _example_rows(name, ex), "plots": [], "shown": len(ex),
                 "explained": report_explain.render(name, explained.get(name) or [], clock)}
         if found and ex and tl is not None:
-            pts = figs.anomaly_points(name, ex)
+            pts = figs.anomaly_points(name, ex, explained.get(name))
             for key in list(dict.fromkeys(pts["key"].tolist()))[:MAX_PARTITIONS_PER_KIND]:
                 if n_plots >= MAX_OFFSET_PLOTS:
                     break

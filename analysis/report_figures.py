@@ -4,6 +4,7 @@ small whatever the history's size."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -105,9 +106,15 @@ def timeline_figure(tl: Timeline) -> go.Figure:
     return fig
 
 
-def anomaly_points(name: str, examples: list[dict[str, Any]]) -> pd.DataFrame:
-    """(key, offset, t, text) of every op involved in the examples of one anomaly."""
+def anomaly_points(name: str, examples: list[dict[str, Any]], explained: list[dict[str, Any]] | None = None) -> pd.DataFrame:
+    """(key, offset, t, text) of every op involved in the examples of one anomaly, and of each
+    explained example (analysis/explain.py) at its acknowledgement, with its sentence as text."""
     rows = []
+    for x in explained or []:
+        t = (x.get("completion") or {}).get("t_s", (x.get("at") or {}).get("from_s"))
+        if x.get("key") is not None and x.get("offset") is not None and t is not None:
+            rows.append({"key": int(x["key"]), "offset": int(x["offset"]), "t": float(t),
+                         "text": f"{name}: " + "<br>".join(textwrap.wrap(x.get("sentence", ""), 90))})
     for ex in examples:
         ops = [o for o in ex.get("ops") or [] if isinstance(o, dict)]
         offsets = ex.get("offsets") if isinstance(ex.get("offsets"), list) else None
@@ -179,7 +186,7 @@ def offset_figure(tl: Timeline, key: int, points: dict[str, pd.DataFrame]) -> go
                       opacity=0.12, line_width=0, layer="below")
     _zoom(fig, points, key, span)
     fig.update_layout(title=dict(text=f"partition {key}: offset over time (zoomed on the anomaly; double-click for the whole run)"
-                                 if fig.layout.xaxis.range else f"partition {key}: offset over time", font=dict(size=14)), height=380,
+                                 if fig.layout.xaxis.range or fig.layout.yaxis.range else f"partition {key}: offset over time", font=dict(size=14)), height=380,
                       margin=dict(l=60, r=20, t=40, b=40), plot_bgcolor="#fff", paper_bgcolor="#fff",
                       legend=dict(orientation="h", y=-0.2), xaxis_title="seconds since run start",
                       yaxis_title="offset")
