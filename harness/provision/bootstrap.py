@@ -1,4 +1,4 @@
-"""One idempotent entry point that prepares a machine: engine, base image, Kafka jars.
+"""One idempotent entry point that prepares a machine: engine, base image, Kafka jars, lossyfs.
 
 Both README commands call it first (through ./chaos). Each step returns at
 once when its result already exists, so a warm machine pays ~1 s.
@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from harness.provision.base_image import ensure_base_image
 from harness.provision.docker_engine import apt_install, ensure_docker_engine
+from harness.errors import BootstrapError
 from harness.provision.kafka_jars import KafkaDistribution, ensure_kafka_jars
+from harness.provision.lossyfs import ensure_lossyfs
 from harness.provision.settings import kafka_version
 
 log = logging.getLogger(__name__)
@@ -42,4 +44,11 @@ def prepare(version: str | None = None) -> Prepared:
     start = time.monotonic()
     kafka = ensure_kafka_jars(kafka_version(version))
     seconds["kafka_jars"] = time.monotonic() - start
+
+    start = time.monotonic()
+    try:  # only the power nemesis needs it, and it says so (exit 2) when it is missing
+        ensure_lossyfs()
+    except BootstrapError as exc:
+        log.warning("the lossy filesystem helper is not available: %s (%s)", exc.message, exc.hint)
+    seconds["lossyfs"] = time.monotonic() - start
     return Prepared(image=image, kafka=kafka, seconds=seconds)
