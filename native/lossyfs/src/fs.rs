@@ -278,8 +278,16 @@ impl Filesystem for LossyFs {
         reply.ok();
     }
 
-    fn fsync(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(&mut self, _req: &Request<'_>, ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
         let mut st = self.lock();
+        // The backing file is synced too, so that an fsync costs what it costs on this disk
+        // (the `fsync` profile's price must show through the layer).
+        if let Some((_, file)) = st.handles.get(&fh) {
+            let synced = if datasync { file.sync_data() } else { file.sync_all() };
+            if let Err(e) = synced {
+                return reply.error(errno(e));
+            }
+        }
         st.sync_file(ino);
         st.counters.fsyncs += 1;
         reply.ok();
@@ -314,6 +322,9 @@ impl Filesystem for LossyFs {
 
     fn fsyncdir(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
         let mut st = self.lock();
+        if let Some(dir) = st.path(ino).and_then(|p| fs::File::open(p).ok()) {
+            let _ = dir.sync_all();
+        }
         st.sync_dir(ino);
         st.counters.fsyncdirs += 1;
         reply.ok();
