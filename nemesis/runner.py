@@ -23,6 +23,7 @@ from harness.errors import HarnessError
 from nemesis.base import Nemesis, NemesisRecorder
 from nemesis.clock import ClockNemesis
 from nemesis.partition import SHAPES, PacketLossNemesis, PartitionNemesis
+from nemesis.power import PowerNemesis
 from nemesis.process import KillNemesis, PauseNemesis
 from harness.history.faults import ERROR, HEAL
 from nemesis.schedule import PACKAGES, FaultEvent, build_schedule, package_rng
@@ -55,6 +56,7 @@ def build_nemeses(
         "pause": lambda: PauseNemesis(db_targets),
         "clock": lambda: ClockNemesis(),
         "loss": lambda: PacketLossNemesis(loss_probability),
+        "power": lambda: PowerNemesis(),  # its own targets: correlated loss (majority, all) is the point
     }
     return {name: makers[name]() for name in names}
 
@@ -152,7 +154,7 @@ class FaultRunner:
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         # Order matters: resume and restart before healing the network, reset clocks last.
-        for name in ("pause", "kill", "partition", "loss", "clock"):
+        for name in ("pause", "kill", "power", "partition", "loss", "clock"):
             if name in self.nemeses:
                 try:
                     self.nemeses[name].teardown()

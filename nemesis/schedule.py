@@ -1,6 +1,6 @@
 """A seeded, Jepsen-like fault schedule: each package alternates start and stop.
 
-Every package (partition, kill, pause, clock, loss) has its own random stream
+Every package (partition, kill, pause, clock, loss, power) has its own random stream
 derived from the seed and its name, so adding a package never changes when
 another one fires, and the same seed always gives the same schedule. Gaps are
 uniform in [interval/2, 3*interval/2] (mean `interval_s`); each package starts
@@ -13,7 +13,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-PACKAGES = ("partition", "kill", "pause", "clock", "loss")
+PACKAGES = ("partition", "kill", "pause", "clock", "loss", "power")
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,10 @@ from testcontainers.core.config import testcontainers_config
 from testcontainers.core.network import Network
 
 from harness.provision.bootstrap import prepare
-from harness.cluster.broker_config import ZOOKEEPER_PORT, NodeSpec
+from harness.cluster.broker_config import DATA_DIR, ZOOKEEPER_PORT, NodeSpec
 from harness.errors import ClusterError
 from harness.provision.kafka_jars import KafkaDistribution
+from harness.cluster.lossy_mount import LossyMount, unmount_disks
 from harness.cluster.node import KafkaNodeContainer, Node, network_address
 from harness.cluster.metadata_views import BrokerView, collect_views, majority_view
 from harness.cluster.quorum import read_active_controller
@@ -76,6 +77,7 @@ class KafkaCluster:
         run_id: str | None = None,
         work_dir: Path | str | None = None,
         ready_timeout_s: float = 120.0,
+        lossy_data: bool = False, lossy_writeback_s: float | None = None,
     ) -> None:
         if not isinstance(brokers, int) or isinstance(brokers, bool) or not 1 <= brokers <= 9:
             raise ClusterError(f"brokers={brokers!r}: a cluster needs between 1 and 9 brokers.", hint="use brokers=3 for replication tests")
@@ -100,6 +102,8 @@ class KafkaCluster:
         self.cluster_id = new_cluster_id()
         self.timings: dict[str, float] = {}
         self._admin: AdminClient | None = None
+        self.lossy_data, self.lossy_writeback_s = lossy_data, lossy_writeback_s  # see nemesis/power.py
+        self.disks: dict[int, LossyMount] = {}  # node id -> the lossy mount that is its data directory
 
     # --- lifecycle ------------------------------------------------------------
     def __enter__(self) -> Self:
@@ -183,6 +187,9 @@ class KafkaCluster:
                 .with_node_dir(node_dir)
                 .with_network(self.network)
             )
+            if self.lossy_data and not spec.is_zookeeper:  # registered before mounting: stop() unmounts it
+                disk = self.disks[spec.node_id] = LossyMount(self.work_dir / "power" / str(spec.node_id), f"{self.run_id}:{spec.hostname}", self.lossy_writeback_s)
+                container.with_volume_mapping(str(disk.mount().mountpoint), DATA_DIR, "rw")
             node = Node(spec=spec, container=container, node_dir=node_dir)
             # Registered before start so that teardown finds it even if start fails halfway.
             if spec.is_zookeeper:
@@ -268,6 +275,8 @@ class KafkaCluster:
             except Exception as exc:
                 failures.append(f"network {self.network.name}: {exc}")
         self.network = None
+        failures += unmount_disks(self.disks)  # after the containers: they hold the mounts
+        self.disks = {}
         if self._owns_work_dir and self._work_dir is not None:
             shutil.rmtree(self._work_dir, ignore_errors=True)
         self.timings["teardown_s"] = time.monotonic() - began

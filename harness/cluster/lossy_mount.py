@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import socket
 import subprocess
 import time
@@ -125,3 +126,16 @@ class LossyMount:
             self.process = None
         if self.is_mounted():  # a helper killed while mounted leaves a dead mount: remove it too
             unmount(self.mountpoint)
+
+
+def unmount_disks(disks: dict[int, LossyMount]) -> list[str]:
+    """Unmount a cluster's data mounts (its containers gone) and delete their data, which lived
+    and died with the container before; returns what failed."""
+    failures = []
+    for disk in disks.values():
+        try:
+            disk.unmount()
+            shutil.rmtree(disk.backing, ignore_errors=True)
+        except Exception as exc:  # keep unmounting the others
+            failures.append(f"lossy mount {disk.label}: {exc}")
+    return failures

@@ -26,8 +26,9 @@ PAUSE = FaultKind("pause", "pause", "resume")
 CLOCK_BUMP = FaultKind("clock bump", "bump-clock", "reset-clock")
 CLOCK_STROBE = FaultKind("clock strobe", "strobe-clock", "reset-clock")
 CUT = FaultKind("cut", "cut", "heal")  # a scenario's one-link cut; its heal mends every cut
+POWER = FaultKind("power loss", "power-off", "power-on")  # SIGKILL + un-fsynced data dropped; restart
 
-KINDS = (PARTITION, LOSS, KILL, PAUSE, CLOCK_BUMP, CLOCK_STROBE, CUT)
+KINDS = (PARTITION, LOSS, KILL, PAUSE, CLOCK_BUMP, CLOCK_STROBE, CUT, POWER)
 BY_START = {k.start: k for k in KINDS}
 STOPS = {k.stop for k in KINDS}
 HEAL = "heal"  # the fault runner's final event: every fault healed (value: what each package did)

@@ -1,4 +1,4 @@
-"""Remove containers and networks that runs left behind (a killed harness cannot tear down).
+"""Remove containers, networks and lossy mounts that runs left behind (a killed harness cannot tear down).
 
 Everything the harness creates carries the RUN_LABEL label; this is the
 stand-in for testcontainers' Ryuk reaper, which cannot be pulled here.
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import docker
 
+from harness.provision.lossyfs import unmount_leftovers
 from harness.provision.settings import RUN_LABEL
 
 
@@ -21,6 +22,7 @@ class CleanupReport:
     containers: list[str] = field(default_factory=list)
     networks: list[str] = field(default_factory=list)
     folders: list[str] = field(default_factory=list)
+    mounts: list[str] = field(default_factory=list)  # lossy data mounts of the power nemesis
     run_ids: set[str] = field(default_factory=set)
 
 
@@ -53,6 +55,10 @@ def cleanup(run_id: str | None = None, client: docker.DockerClient | None = None
         report.run_ids.add(network.attrs.get("Labels", {}).get(RUN_LABEL, "?"))
         network.remove()
         report.networks.append(network.name)
+    # Lossy data mounts, once no container holds them; their data went the containers' way.
+    for point in unmount_leftovers(run_id):
+        shutil.rmtree(Path(point).parent / "backing", ignore_errors=True)
+        report.mounts.append(point)
     # Temporary node folders (logs, configs) of clusters that had no work_dir of their own.
     for run in report.run_ids if run_id is None else {run_id}:
         for folder in Path(tempfile.gettempdir()).glob(f"kafka-harness-{run}-*"):

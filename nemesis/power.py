@@ -1,0 +1,95 @@
+"""Power loss: the brokers stop at once and their disks lose what was never made durable.
+
+Kafka acknowledges a write before it reaches the disk (by default it never fsyncs: replication
+is its durability), and every other fault here keeps the page cache. This one does not. It
+needs the data directories on lossy mounts (`KafkaCluster(lossy_data=True)`, which a run asks
+for when `power` is among its nemeses; harness/cluster/lossy_mount.py, docs/power.md).
+
+`power-off`: SIGKILL the JVMs of the targets together (one power feed), wait until they are
+gone, then drop on each one's mount every byte written since its file's last fsync and every
+name created, renamed or removed since its directory's last fsync. The event is recorded once
+the cut is done, with per broker `dropped_bytes`, `dropped_files` (files cut back or vanished)
+and `dropped_entries` (names undone), and the loss model used. `power-on`: the JVMs restart on
+the same directories. Targets: one, leader, controller, majority, all: correlated loss, a
+majority or all of the replicas at once, is what replication alone cannot cover.
+"""
+
+from __future__ import annotations
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import HarnessError
+from harness.history.faults import POWER
+from nemesis.process import ProcessNemesis
+from nemesis.targets import choose_nodes
+
+if TYPE_CHECKING:
+    from harness.cluster import KafkaCluster
+    from nemesis.base import NemesisRecorder
+
+POWER_TARGETS = ("one", "leader", "controller", "majority", "all")
+WORST_CASE = "worst case: everything not fsynced is lost"
+
+
+def loss_model(writeback_s: float | None) -> str:
+    """How much a cut takes, in words for the reports."""
+    if writeback_s is None:
+        return WORST_CASE
+    return f"kernel writeback: data and names dirty for {writeback_s:g} s or more had reached the disk"
+
+
+class PowerNemesis(ProcessNemesis):
+    name, faults = "power", (POWER,)
+    start_f, stop_f = POWER.start, POWER.stop
+    option_names = ("targets", "model")
+
+    def __init__(self, targets: tuple[str, ...] = POWER_TARGETS) -> None:
+        super().__init__(targets)
+        self.model = WORST_CASE
+
+    def setup(self, cluster: "KafkaCluster", recorder: "NemesisRecorder | None" = None, topic: str | None = None) -> "PowerNemesis":
+        super().setup(cluster, recorder, topic)
+        disks = getattr(cluster, "disks", {})
+        bare = [b.node_id for b in cluster.brokers if b.node_id not in disks]
+        if bare:
+            raise HarnessError(f"the power nemesis needs every broker's data directory on a lossy mount; brokers {bare} have none.",
+                               hint="start the cluster with KafkaCluster(lossy_data=True); a run does so when --nemesis names power")
+        self.model = loss_model(cluster.lossy_writeback_s)
+        # The cluster's formatting and topic creation count as long on disk: a machine that has
+        # run for a while has flushed its setup. Only what the workload writes is at stake.
+        for disk in disks.values():
+            disk.sync_all()
+        return self
+
+    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+        if action != "start":
+            return self.teardown()
+        assert self.cluster is not None
+        target = params.get("target") or rng.choice(self.targets)
+        look = self.look()
+        chosen, note = self.replay_nodes(params)
+        aimed: dict[str, Any] = {}
+        if chosen is None:
+            chosen = choose_nodes(self.cluster, target, rng, self.topic, aimed, look)
+        nodes = [n for n in chosen if n.node_id not in self.victims]
+        value: dict[str, Any] = {"target": target, "targets": [n.node_id for n in nodes], "roles": self.roles(nodes), **aimed}
+        if note is not None:
+            value["replay"] = note
+        if nodes:
+            with ThreadPoolExecutor(max_workers=len(nodes)) as pool:  # together: one power feed
+                pids = list(pool.map(lambda n: n.kill_process(), nodes))
+            value["pids"] = {str(n.node_id): pid for n, pid in zip(nodes, pids)}
+            for node, pid in zip(nodes, pids):
+                self.victims[node.node_id] = pid
+            # Every JVM is gone before any disk loses its cache: nothing writes after the cut.
+            value["dropped"] = {str(n.node_id): self.cluster.disks[n.node_id].drop() for n in nodes}
+            value["dropped_bytes"] = sum(d["dropped_bytes"] for d in value["dropped"].values())
+            value["dropped_files"] = sum(d["dropped_files"] for d in value["dropped"].values())
+        value["model"] = self.model
+        self.record(self.start_f, value)
+        return value
+
+    def undo(self, node: Any) -> int | None:
+        return node.start_process()  # on the same directory, as after power comes back
