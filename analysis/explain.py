@@ -74,13 +74,17 @@ def clock(run_dir: Path, config: dict[str, Any] | None, last_time_s: float | Non
 
 
 # ---------------------------------------------------------------------------- the history
-def _events(run_dir: Path) -> Iterator[dict[str, Any]]:
+def _events(run_dir: Path, quick: "_Quick | None" = None) -> Iterator[dict[str, Any] | float]:
     """Every event, in file order, from history.jsonl (an incomplete last line dropped), else
-    from history.parquet."""
+    from history.parquet; `quick` may reduce a line or stand for it by its time (see _Quick)."""
     jsonl = run_dir / "history.jsonl"
     if jsonl.exists():
         with open(jsonl, "rb") as fh:
             for line in fh:
+                got = quick.reduce(line) if quick is not None else None
+                if got is not None:
+                    yield got
+                    continue
                 try:
                     yield json.loads(line)
                 except ValueError:
@@ -128,9 +132,44 @@ class Facts:
         return sorted(out)
 
 
+HEAD = re.compile(rb'^\{"index":\d+,"time":(\d+),"process":(\d+),"type":"(\w+)","f":"(poll|send)",')
+
+
+class _Quick:
+    """A fast path for the lines the recorder writes compactly (most of a history): a send that
+    names no key or value of interest, or a poll's records of other keys, are skipped without
+    parsing JSON; any other line is parsed whole. Measured on a 61k-event run: 1.1 s → 0.3 s."""
+
+    def __init__(self, keys: set[int], values: set[int]) -> None:
+        alt = lambda xs: b"|".join(str(x).encode() for x in sorted(xs)) or b"(?!)"  # noqa: E731
+        self.key = re.compile(rb'"key":(?:' + alt(keys) + rb')[,}]')
+        self.value = re.compile(rb'"value":(?:' + alt(values) + rb')[,}]')
+        self.record = re.compile(rb'\{"key":(' + alt(keys) + rb'),"offset":(\d+),"value":(-?\d+),"epoch":(-?\d+|null)\}')
+
+    def reduce(self, line: bytes) -> dict[str, Any] | float | None:
+        """The event with only the records of interest; its time (s) when nothing in it matters;
+        None to parse the line whole."""
+        m = HEAD.match(line)
+        if m is None or self.value.search(line):
+            return None
+        t, p, ty, f = int(m.group(1)), int(m.group(2)), m.group(3).decode(), m.group(4).decode()
+        if f == "send":
+            return None if self.key.search(line) else t / NS
+        if ty != "ok":
+            return t / NS
+        recs = self.record.findall(line)
+        if len(recs) != len(self.key.findall(line)):
+            return None  # a record of interest in another spelling
+        return {"time": t, "process": p, "type": ty, "f": f, "value": {"records": [
+            {"key": int(k), "offset": int(o), "value": int(v), "epoch": None if e == b"null" else int(e)} for k, o, v, e in recs]}}
+
+
 def scan(run_dir: Path, keys: set[int], values: set[int]) -> Facts:
     facts = Facts()
-    for e in _events(run_dir):
+    for e in _events(run_dir, _Quick(keys, values)):
+        if isinstance(e, float):
+            facts.end_s = max(facts.end_s, e)
+            continue
         t = (e.get("time") or 0) / NS
         facts.end_s = max(facts.end_s, t)
         p, f, ty, v = e.get("process"), e.get("f"), e.get("type"), e.get("value")

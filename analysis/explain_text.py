@@ -79,6 +79,8 @@ def _read_elsewhere(ctx: dict[str, Any]) -> str:
     instead = ctx.get("read_instead") or []
     if instead:
         return f"at offset {o} they read " + " and ".join(f"value {r['value']}, {_epoch(r)}" for r in instead)
+    if ctx.get("read_at_offset"):  # not lost after all: only this value was read there
+        return f"at offset {o} they read this very value"
     near = ctx.get("nearest_reads") or {}
     around = [f"offset {r['offset']} (value {r['value']}, {_epoch(r)})" for r in (near.get("below"), near.get("above")) if r]
     return f"no consumer read offset {o} of {p} at all" + (f"; the nearest reads were {' and '.join(around)}" if around else "")

@@ -73,7 +73,7 @@ def _reads(rs: list[dict[str, Any]]) -> str:
 
 
 def rows(x: dict[str, Any]) -> list[tuple[str, str]]:
-    out = [("partition · offset · value", f"{x.get('partition')} · {x.get('offset')} · {x.get('value')}")]
+    out = [("partition · offset · value", " · ".join(html.fmt(x.get(k)) if k != "partition" else str(x.get(k)) for k in ("partition", "offset", "value")))]
     inv, done = x.get("invoke"), x.get("completion")
     if inv:
         out.append(("invoked", f"{_t(inv)} · process {inv.get('process')}"))
