@@ -125,13 +125,14 @@ def _facts(run_dir: Path, config: dict[str, Any] | None, cluster: dict[str, Any]
     return facts
 
 
-def _op_text(op: dict[str, Any]) -> str:
+def _op_text(op: dict[str, Any], clock: Any = None) -> str:
     t = op.get("time")
     when = f"{t / 1e9:.3f}s" if isinstance(t, (int, float)) else "?"
-    return f"#{op.get('index')} @{when} p{op.get('process')} {op.get('f')} {op.get('type')}"
+    utc = clock.utc(t / 1e9) if clock is not None and isinstance(t, (int, float)) else None
+    return f"#{op.get('index')} @{when}{f' ({utc})' if utc else ''} p{op.get('process')} {op.get('f')} {op.get('type')}"
 
 
-def _example_rows(name: str, examples: list[dict[str, Any]]) -> list[dict[str, str]]:
+def _example_rows(name: str, examples: list[dict[str, Any]], clock: Any = None) -> list[dict[str, str]]:
     rows = []
     for ex in examples:
         where = ex.get("offsets") or ([f"{p.get('key')}/{p.get('offset')}" for p in ex.get("positions") or []]) or ex.get("offset")
@@ -142,7 +143,7 @@ def _example_rows(name: str, examples: list[dict[str, Any]]) -> list[dict[str, s
             "where": ", ".join(map(str, where)) if isinstance(where, list) else html.fmt(where),
             "vals": ", ".join(map(str, values)) if isinstance(values, list) else html.fmt(values),
             "extra": ", ".join(f"{k}={v}" for k, v in extra.items()),
-            "ops": "; ".join(_op_text(o) for o in ex.get("ops") or [] if isinstance(o, dict)),
+            "ops": "; ".join(_op_text(o, clock) for o in ex.get("ops") or [] if isinstance(o, dict)),
         })
     return rows
 
@@ -199,6 +200,9 @@ def render_report(run_dir: Path | str) -> Path:
 
     explained, clock, why = report_explain.explanations(run_dir, results, config)
     problems += [why] if why else []
+    from analysis.explain import clock as run_clock
+
+    clk = run_clock(run_dir, config, tl.duration_s if tl is not None else None)  # UTC beside run times
     allow, rules = (results.get("allowed", []), results.get("allowed_by", [])) if results else permitted(config)
     counts = (results or {}).get("counts") or {}
     examples = (results or {}).get("examples") or {}
@@ -209,7 +213,7 @@ def render_report(run_dir: Path | str) -> Path:
         found = counts.get(name, 0) or 0
         ex = examples.get(name) or []
         kind = {"name": name, "count": found, "allowed": name in allow, "definition": meaning(name),
-                "rows": _example_rows(name, ex), "plots": [], "shown": len(ex),
+                "rows": _example_rows(name, ex, clk), "plots": [], "shown": len(ex),
                 "explained": report_explain.render(name, explained.get(name) or [], clock)}
         if found and ex and tl is not None:
             pts = figs.anomaly_points(name, ex, explained.get(name))
@@ -235,7 +239,7 @@ def render_report(run_dir: Path | str) -> Path:
         check_cmd=f"python -m analysis check {run_dir}",
         replicas=(results or {}).get("replica_divergence"),
         no_faults=report_explain.no_faults(config, tl), timeline_tables=report_explain.timeline_tables(tl, run_dir, config),
-        extra_css=report_explain.CSS,
+        extra_css=report_explain.CSS, utc=lambda t: clk.utc(t) or "",
     )
     title = f"{verdict.upper()} · Kafka run {(config or {}).get('run_id', run_dir.name)}"
     out = html.write_atomic(run_dir / "report.html", html.page(title, body))

@@ -50,8 +50,8 @@ REPORT = """
 Shaded bands are faults, labelled with the fault and its target broker(s) and their roles at the time; grey is the final drain.
 {% for n in tl.notes %} Note: {{ n }}.{% endfor %}</div>
 {% if tl.faults %}
-<table class="card"><tr><th>fault</th><th class="n">from (s)</th><th class="n">to (s)</th><th>ended by</th></tr>
-{% for f in tl.faults %}<tr><td>{{ f.label }}</td><td class="n">{{ '%.2f'|format(f.start_s) }}</td><td class="n">{{ '%.2f'|format(f.end_s) }}</td><td>{{ f.ended_by }}</td></tr>{% endfor %}
+<table class="card"><tr><th>fault</th><th class="n">from (s)</th><th class="n">to (s)</th><th>from, to (UTC)</th><th>ended by</th></tr>
+{% for f in tl.faults %}<tr><td>{{ f.label }}</td><td class="n">{{ '%.2f'|format(f.start_s) }}</td><td class="n">{{ '%.2f'|format(f.end_s) }}</td><td class="muted">{{ utc(f.start_s) }} – {{ utc(f.end_s) }}</td><td>{{ f.ended_by }}</td></tr>{% endfor %}
 </table>
 {% else %}<div class="muted">No faults were injected in this run.</div>{% endif %}
 <div class="card">{{ timeline }}</div>

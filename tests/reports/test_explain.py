@@ -139,9 +139,16 @@ def test_clip_cuts_at_a_word_and_keeps_the_rest() -> None:
     assert head + rest == long_token and len(head) == 13
 
 
-def test_explanation_failure_never_costs_the_verdict(tmp_path: Path) -> None:
+def test_explanation_failure_never_costs_the_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_dir, _ = make_lost_run(tmp_path, "broken", lost=1)
     shutil.rmtree(run_dir / "brokers")
-    (run_dir / "brokers").write_text("not a folder")  # unreadable logs
+    (run_dir / "brokers").write_text("not a folder")  # no broker logs to quote: still explained
     results = explain.attach(run_dir, {"verdict": "invalid", "examples": {"lost-write": [{"value": 1}]}}, None)
-    assert results["verdict"] == "invalid" and "explanations" in results
+    assert results["verdict"] == "invalid" and "error" not in results["explanations"]
+
+    def boom(*a: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(explain, "scan", boom)
+    results = explain.attach(run_dir, {"verdict": "invalid", "examples": {"lost-write": [{"value": 1}]}}, None)
+    assert results["verdict"] == "invalid" and "disk on fire" in results["explanations"]["error"]
