@@ -137,6 +137,17 @@ def test_truncate_and_fallocate_are_undone(disk: LossyMount) -> None:
     assert path.read_bytes() == original
 
 
+def test_dropped_bytes_count_written_data_not_reserved_space(disk: LossyMount) -> None:
+    index = disk.mountpoint / "00000000000000000000.index"
+    write_at(index, b"")
+    fsync_path(disk.mountpoint)
+    os.truncate(index, 10 * 1024 * 1024)  # as Kafka sizes an index up front
+    write_at(index, b"12345678", 0)
+    dropped = disk.drop()
+    assert dropped["dropped_bytes"] == 8 and dropped["dropped_files"] == 1
+    assert index.stat().st_size == 0
+
+
 def test_writeback_window_models_the_kernel_flushing(tmp_path: Path) -> None:
     with LossyMount(tmp_path / "disk", label="test:writeback", writeback_s=0.3) as disk:
         write_at(disk.mountpoint / "old", b"flushed by the kernel")

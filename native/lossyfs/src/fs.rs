@@ -262,6 +262,7 @@ impl Filesystem for LossyFs {
         }
         if let Some(node) = st.nodes.get_mut(&ino) {
             node.size = node.size.max(end);
+            node.note_write(start, end);
         }
         st.touch(ino);
         st.counters.written_bytes += data.len() as u64;

@@ -42,16 +42,30 @@ pub struct Node {
     pub size: u64,                                 // files: live size
     pub durable_size: u64,                         // files: size at the last fsync
     pub undo: BTreeMap<u64, Vec<u8>>,              // files: original bytes below durable_size
+    pub written: BTreeMap<u64, u64>,               // files: extents written since the last fsync
     pub dirty_since: Option<Instant>,              // first un-synced change (data or entries)
 }
 
 impl Node {
     fn new(kind: Kind, loc: Loc) -> Node {
         Node { kind, loc, children: BTreeMap::new(), durable: BTreeMap::new(), refs: 0, size: 0,
-               durable_size: 0, undo: BTreeMap::new(), dirty_since: None }
+               durable_size: 0, undo: BTreeMap::new(), written: BTreeMap::new(), dirty_since: None }
     }
+    /// Bytes written since the last fsync that are still in the file: what a cut takes. Space
+    /// only reserved (Kafka sizes its index files to 10 MB up front) is not counted.
     pub fn dirty_bytes(&self) -> u64 {
-        self.size.saturating_sub(self.durable_size) + self.undo.values().map(|v| v.len() as u64).sum::<u64>()
+        self.written.iter().filter(|(s, _)| **s < self.size).map(|(s, e)| (*e).min(self.size) - s).sum()
+    }
+    pub fn note_write(&mut self, start: u64, end: u64) {
+        let (mut start, mut end) = (start, end);
+        let overlapping: Vec<(u64, u64)> = self.written.range(..=end).rev()
+            .take_while(|(_, e)| **e >= start).map(|(s, e)| (*s, *e)).collect();
+        for (s, e) in overlapping {
+            self.written.remove(&s);
+            start = start.min(s);
+            end = end.max(e);
+        }
+        self.written.insert(start, end);
     }
     fn entries_dirty(&self) -> bool {
         self.kind == Kind::Dir && self.children != self.durable
@@ -214,6 +228,7 @@ impl State {
             if node.kind == Kind::File {
                 node.durable_size = node.size;
                 node.undo.clear();
+                node.written.clear();
                 node.dirty_since = None;
             }
         }
@@ -372,14 +387,14 @@ impl State {
             }
             if !reachable.contains(ino) {
                 if live {
-                    files += 1; // a file whose name never reached the disk vanishes
-                    bytes += node.size;
+                    files += 1; // a file whose name never reached the disk vanishes, synced data too
+                    bytes += node.dirty_bytes() + node.durable_size.min(node.size);
                 }
                 continue;
             }
             let lost = node.dirty_bytes();
-            if lost > 0 || node.size != node.durable_size {
-                files += 1;
+            if lost > 0 || node.size != node.durable_size || !node.undo.is_empty() {
+                files += (lost > 0) as u64; // a file only cut back to its synced size lost no data
                 bytes += lost;
                 let path = self.path(*ino).unwrap();
                 let file = fs::OpenOptions::new().write(true).open(&path)?;
