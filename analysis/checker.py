@@ -4,9 +4,9 @@ write RUN_DIR/results.json. `check_run` is the entry point for `harness run` and
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import inspect
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -17,10 +17,12 @@ from pyspark.sql import functions as F
 from analysis import anomalies as A
 from analysis.history_load import HistoryError, load_history
 from analysis.replica_evidence import NAME as REPLICA_DIVERGENCE, divergence_permitted, read_replica_divergence
-from analysis.permissions import allowed as permitted, effective_profile
+from analysis.permissions import allowed as permitted, effective_profile, model_permitted
 from analysis.producer_evidence import duplicate_hint, out_of_order_sequences
 from analysis.registry import ANOMALIES, MAX_EXAMPLES, REGISTRY, Anomaly
+from analysis.results_file import RESULTS, history_fingerprint, probe_writable, retire, write_results
 from analysis.verdict import decide, headline
+from harness.errors import HarnessError
 
 RESULTS_VERSION = 1
 
@@ -46,6 +48,16 @@ def drain_status(config: dict[str, Any] | None) -> tuple[bool | None, dict[str, 
         return None, None
     hws = drain.get("high_watermarks")
     return drain["complete"], ({str(k): int(v) for k, v in hws.items()} if isinstance(hws, dict) else None)
+
+
+def worker_errors(config: dict[str, Any] | None) -> list[str]:
+    """The client workers that died (config.json "worker_errors"), unless the run allowed them
+    ("allow_worker_errors": true, `harness run --allow-worker-errors`)."""
+    cfg = config or {}
+    errors = cfg.get("worker_errors")
+    if cfg.get("allow_worker_errors") is True or not isinstance(errors, list):
+        return []
+    return [str(e) for e in errors]
 
 
 def _plain(x: Any) -> Any:
@@ -99,9 +111,9 @@ def _ops_by_index(d: A.Derived, rows: list[dict]) -> None:
 
 
 def _find(anomaly: Anomaly, d: A.Derived, pairs: DataFrame) -> DataFrame:
-    """The anomaly's findings, by its finder in analysis/anomalies.py. A finder that takes the
+    """The anomaly's findings, by its finder in analysis/<module>.py (registry.py names it). A finder that takes the
     read pairs is given the persisted ones: computing them is the costly part, shared by two."""
-    finder = getattr(A, anomaly.finder)
+    finder = getattr(importlib.import_module(f"analysis.{anomaly.module}"), anomaly.finder)
     return finder(d, pairs) if "pairs" in inspect.signature(finder).parameters else finder(d)
 
 
@@ -130,6 +142,7 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
     d = pairs = None
     try:
         d = A.derive(history.events)
+        d.op_stats = history.op_stats
         # Only reads that are not one after the other: small, and used by two anomalies and
         # their examples, so it is computed once.
         pairs = A.read_pairs(d).persist(A.DERIVED_STORAGE)
@@ -146,6 +159,8 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
                 union = union.unionAll(findings[name].select(F.lit(name).alias("anomaly")))
         found = {r["anomaly"]: r["count"] for r in union.groupBy("anomaly").count().collect()}
         found["poll-skip"] = findings["poll-skip"].count()
+        # A G1c that only a ww edge closes is permitted (analysis/permissions.py): count the rest.
+        g1c_wr_only = findings["G1c"].filter("wr_only").count() if found.get("G1c") else 0
         counts = {name: int(found.get(name, 0)) for name in ANOMALIES}
         timings["count_s"] = round(time.perf_counter() - t, 3)
         t = time.perf_counter()
@@ -162,7 +177,11 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
 
     complete, hws = drain_status(config)
     allow, rules = permitted(config)
-    v = decide(counts, allow, complete, truncated=history.truncated, ops=history.count)
+    model, why = model_permitted(counts, g1c_wr_only)
+    allow, rules = set(allow) | model, [*rules, *why]
+    v = decide(counts, allow, complete, truncated=history.truncated, ops=history.count,
+               ok_ops=sum((history.op_stats.get(f) or {}).get("ok", 0) for f in ("send", "txn", "poll")),
+               worker_errors=worker_errors(config))
     replicas = read_replica_divergence(run_dir)
     if replicas is not None and replicas["diverged"]:
         where = f"{replicas['diverged_offsets']} offset(s) from offset {replicas['first_offset']}"
@@ -185,7 +204,8 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         "reasons": v.reasons,
         "forbidden": v.forbidden,
         "counts": counts,
-        "headline": headline(counts, complete),
+        "headline": headline(counts, complete, v.forbidden,
+                             replicas["diverged_offsets"] if replicas is not None and replicas["diverged"] else 0),
         "allowed": sorted(allow, key=lambda a: ANOMALIES.index(a) if a in ANOMALIES else len(ANOMALIES)),
         "allowed_by": rules,
         "examples": examples,
@@ -203,24 +223,43 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
     }
 
 
-def write_results(run_dir: Path, results: dict[str, Any]) -> Path:
-    """Write results.json atomically (never a half-written file under the real name)."""
-    target = Path(run_dir) / "results.json"
-    tmp = target.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(results, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, target)
-    return target
+class ResultsNotWritten(HarnessError):
+    """The check finished but results.json could not be written: `results` holds the verdict, so
+    that the caller can still print it (a verdict is never lost to a write error)."""
+
+    def __init__(self, results: dict[str, Any], output: Path, err: OSError) -> None:
+        where = f"{err.filename}: {err.strerror}" if err.filename and err.strerror else str(err)
+        super().__init__(f"the check finished (verdict: {results['verdict']}) but could not write "
+                         f"{Path(output) / RESULTS}: {where}",
+                         hint="make that folder writable, or write elsewhere with --output DIR")
+        self.results = results
 
 
-def check_run(run_dir: Path | str, spark: SparkSession | None = None, prefer: str | None = None) -> dict[str, Any]:
-    """Check one run directory, write RUN_DIR/results.json and return the results dict.
-    Raises HistoryError for bad input. Starts a local Spark session when none is given."""
+def check_run(run_dir: Path | str, spark: SparkSession | None = None, prefer: str | None = None,
+              output: Path | str | None = None) -> dict[str, Any]:
+    """Check one run directory, write results.json (into `output`, default the run directory) and
+    return the results dict. Any earlier results.json and report.html there are first renamed
+    stale (analysis/results_file.py), so a failed check never leaves an old verdict standing.
+    Raises HistoryError for bad input, OSError when `output` cannot be written (found before
+    Spark starts), ResultsNotWritten when it became unwritable during the check. Starts a local
+    Spark session when none is given."""
     run_dir = Path(run_dir)
+    out = Path(output) if output is not None else run_dir
     config = read_config(run_dir)
+    probe_writable(out)
+    retire(run_dir, out)
+    fingerprint = history_fingerprint(run_dir)
     if spark is None:
         from analysis.spark import get_session
 
         spark = get_session()
     results = check_history(spark, run_dir, config, prefer=prefer)
-    write_results(run_dir, results)
+    results["history"]["fingerprint"] = fingerprint
+    from analysis.explain import attach  # each example's context: faults, leader, reads, logs, UTC
+
+    attach(run_dir, results, config)
+    try:
+        write_results(results, out)
+    except OSError as err:
+        raise ResultsNotWritten(results, out, err) from err
     return results

@@ -25,6 +25,8 @@ _MASTER = click.option("--spark-master", metavar="URL", default=None,
                             "(Spark Connect) if set, else embedded local[*].")
 _MEMORY = click.option("--driver-memory", default="2g", show_default=True,
                        help="Driver heap for an embedded/local session (e.g. 2g).")
+_OUTPUT = click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=None,
+                       help="Write into DIR instead of the run directory (created if missing).")
 # HistoryError's text names the file, the line and what is wrong; the hint says where the rules are.
 _INPUT_HINT = "the history format is docs/history.md; config.json's fields are in docs/checker.md"
 
@@ -42,30 +44,46 @@ def main() -> None:
 @click.option("--format", "prefer", type=click.Choice(["jsonl", "parquet"]), default=None,
               help="Which history file to read when both exist (default: parquet).")
 @click.option("--json", "as_json", is_flag=True, help="Print results.json to stdout instead of a summary.")
+@_OUTPUT
 def check(run_dir: Path, spark_master: str | None, driver_memory: str, shuffle_partitions: int | None,
-          prefer: str | None, as_json: bool) -> None:
-    """Check RUN_DIR's history and write RUN_DIR/results.json.
+          prefer: str | None, as_json: bool, output: Path | None) -> None:
+    """Check RUN_DIR's history and write results.json (into RUN_DIR, or --output DIR).
+
+    An earlier results.json and report.html are first renamed results.stale.json and
+    report.stale.html, so a check that fails never leaves an old verdict standing. The verdict is
+    printed even when results.json cannot be written (then exit 2, naming where it failed).
 
     Exit 0 valid, 1 invalid, 3 unknown, 2 bad input or error.
     """
-    from analysis.checker import check_run, read_config
+    from analysis.checker import ResultsNotWritten, check_run, read_config
     from analysis.history_load import find_history
 
+    out = output or run_dir
+    unwritten: ResultsNotWritten | None = None
     with command_errors(os_hint=f"the check reads {run_dir}'s history and config.json and writes "
-                                f"{run_dir}/results.json: check that you may read and write there",
+                                f"{out}/results.json: check that you may read and write there, or pass --output DIR",
                         bad_input=(HistoryError,), input_hint=_INPUT_HINT, engine="the check"):
         find_history(run_dir)  # fail fast, before starting a JVM
         read_config(run_dir)
+        if output is not None:
+            output.mkdir(parents=True, exist_ok=True)
         from analysis.spark import get_session
 
         spark = get_session(spark_master, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
-        results = check_run(run_dir, spark, prefer=prefer)
+        try:
+            results = check_run(run_dir, spark, prefer=prefer, output=out)
+        except ResultsNotWritten as err:
+            results, unwritten = err.results, err
     if as_json:
         click.echo(json.dumps(results, indent=2))
     else:
+        from analysis.explain_text import first_examples
         from analysis.render import summary
 
-        click.echo(summary(results, run_dir))
+        click.echo(summary(results, out, written=unwritten is None))
+        click.echo(first_examples(results), nl=False)  # analysis/explain_text.py: each anomaly's first example, explained
+    if unwritten is not None:
+        fail(unwritten)
     sys.exit(EXIT_CODES[results["verdict"]])
 
 

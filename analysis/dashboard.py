@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,14 @@ from plotly.subplots import make_subplots
 from analysis import html
 from analysis.registry import ANOMALIES
 from analysis.report_templates import DASHBOARD
+from analysis.results_file import stale_reason
+from analysis.verdict import HEADLINE
 from harness.errors import HarnessError
 
-COLOURS = {"valid": "#1b8a3a", "invalid": "#c62828", "unknown": "#d98c00", "unchecked": "#6b7280"}
+COLOURS = {"valid": "#1b8a3a", "invalid": "#c62828", "unknown": "#d98c00", "stale": "#7c3aed", "unchecked": "#6b7280"}
 COLUMNS = [("date", False), ("run", False), ("Kafka", False), ("nemeses", False), ("workload", False),
            ("profile", False), ("verdict", False), ("lost", True), ("duplicated", True), ("reordered", True),
-           ("diverged", True), ("events", True), ("duration s", True)]
+           ("diverged", True), ("other", True), ("events", True), ("duration s", True)]
 RUN_ID_TIME = re.compile(r"^(\d{8}T\d{6})")
 
 
@@ -56,6 +59,8 @@ def collect_runs(store: Path) -> list[dict[str, Any]]:
         if not any((d / n).exists() for n in ("config.json", "results.json", "history.jsonl", "history.parquet")):
             continue
         config, results = _load(d / "config.json") or {}, _load(d / "results.json")
+        # A results.json that no longer describes the history is not a verdict (results_file.py).
+        stale = stale_reason(d, results) if results is not None else None
         run = (results or {}).get("run") or {}
         prof = config.get("profile")
         head = (results or {}).get("headline") or {}
@@ -68,12 +73,13 @@ def collect_runs(store: Path) -> list[dict[str, Any]]:
             "nemesis": "+".join(sorted(config.get("nemesis") or run.get("nemesis") or [])) or "none",
             "workload": config.get("workload") or run.get("workload") or "?",
             "profile": (prof.get("name") if isinstance(prof, dict) else None) or run.get("profile") or "?",
-            "verdict": (results or {}).get("verdict", "unchecked") if (results or {}).get("verdict") in COLOURS else "unchecked",
-            **{k: head.get(k) if results else None for k in ("lost", "duplicated", "reordered", "diverged")},
+            "verdict": "stale" if stale else (results or {}).get("verdict", "unchecked") if (results or {}).get("verdict") in COLOURS else "unchecked",
+            "stale": stale,
+            **{k: head.get(k) if results and not stale else None for k in HEADLINE},
             "events": ((results or {}).get("history") or {}).get("events"),
             "duration": seconds.get("workload", config.get("time_limit_s")),
             "counts": (results or {}).get("counts") or {},
-            "checked_at": (results or {}).get("checked_at"), "checked": results is not None,
+            "checked_at": (results or {}).get("checked_at"), "checked": results is not None and not stale,
             "day": when.date().isoformat(),
         })
     return rows
@@ -118,12 +124,20 @@ def trend_figure(daily: pd.DataFrame, by: str, title: str) -> go.Figure:
     palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
     for i, (name, part) in enumerate(g.groupby(by)):
         colour = palette[i % len(palette)]
+        # Each point says how many runs it stands for, on the plot and on hover: one invalid run of
+        # one is not one of twenty (issue 19).
         text = [f"{name}: {inv}/{n} runs invalid" for inv, n in zip(part["invalid"], part["runs"])]
+        label = [f"n={n}" for n in part["runs"]]
         fig.add_trace(go.Scatter(x=part["day"], y=part["invalid_share"], name=str(name), legendgroup=str(name),
-                                 mode="lines+markers", line=dict(color=colour), text=text,
-                                 hovertemplate="%{x}<br>%{text}<extra></extra>"), 1, 1)
+                                 mode="lines+markers+text", line=dict(color=colour), text=label, customdata=text,
+                                 textposition="top center", textfont=dict(size=9, color=colour),
+                                 hovertemplate="%{x}<br>%{customdata}<extra></extra>"), 1, 1)
+        per = [f"{name}: {a:.0f} anomalies in {e:.0f} events, {n} runs"
+               for a, e, n in zip(part["anomalies"], part["events"], part["runs"])]
         fig.add_trace(go.Scatter(x=part["day"], y=part["per_million"], name=str(name), legendgroup=str(name),
-                                 showlegend=False, mode="lines+markers", line=dict(color=colour)), 1, 2)
+                                 showlegend=False, mode="lines+markers+text", line=dict(color=colour), text=label,
+                                 customdata=per, textposition="top center", textfont=dict(size=9, color=colour),
+                                 hovertemplate="%{x}<br>%{customdata}<extra></extra>"), 1, 2)
     fig.update_yaxes(tickformat=".0%", range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(rangemode="tozero", row=1, col=2)
     fig.update_layout(title=dict(text=title, font=dict(size=14)), height=340, margin=dict(l=50, r=20, t=60, b=40),
@@ -133,10 +147,12 @@ def trend_figure(daily: pd.DataFrame, by: str, title: str) -> go.Figure:
     return fig
 
 
-def render_dashboard(store: Path | str, render_reports: bool = False) -> Path:
-    """Write STORE/index.html and return its path; with `render_reports`, first write the
-    report.html of every run that has none. Raises HarnessError when STORE is not a folder."""
+def render_dashboard(store: Path | str, render_reports: bool = False, output: Path | str | None = None) -> Path:
+    """Write index.html (into STORE, or `output`) and return its path; with `render_reports`, first
+    write the report.html of every run that has none (into the run, or `output`/<run>/). Raises
+    HarnessError when STORE is not a folder."""
     store = Path(store)
+    out = Path(output) if output is not None else store
     if not store.is_dir():
         raise HarnessError(f"{store}: no such store folder.", hint="pass the folder given to `harness run --store`")
     rows = collect_runs(store)
@@ -146,11 +162,17 @@ def render_dashboard(store: Path | str, render_reports: bool = False) -> Path:
         for r in rows:
             if r["report"] is None:
                 try:
-                    render_report(store / r["run_id"])
+                    if out != store:
+                        (out / r["run_id"]).mkdir(parents=True, exist_ok=True)
+                    render_report(store / r["run_id"], None if out == store else out / r["run_id"])
                     r["report"] = f"{r['run_id']}/report.html"
                 except HarnessError:
                     pass  # a broken run keeps its row, without a link
     rows.sort(key=lambda r: r["date_sort"], reverse=True)
+    if out != store:  # links from out/index.html: a report written there, or the one in the store
+        for r in rows:
+            if r["report"] and not (out / r["report"]).is_file():
+                r["report"] = os.path.relpath(store / r["report"], out)
     daily, source = _trend_source(store, rows)
     plots = []
     if not daily.empty:
@@ -164,4 +186,4 @@ def render_dashboard(store: Path | str, render_reports: bool = False) -> Path:
         columns=[{"label": c, "num": n} for c, n in COLUMNS], trend_plots=plots, trends_source=source,
         generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     title = f"Kafka chaos runs: {tally.get('invalid', 0)} invalid of {len(rows)}"
-    return html.write_atomic(store / "index.html", html.page(title, body))
+    return html.write_atomic(out / "index.html", html.page(title, body))

@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from harness.history.format import CLIENT_FS, NEMESIS, READ_FS, RESET_FS, SEEKS, TYPES as OP_TYPES, event_problem
+from harness.history.format import CLIENT_FS, NAME, NEMESIS, NOT_NAMES, READ_FS, RESET_FS, SEEKS, TYPES as OP_TYPES, event_problem
 
 RECORD = T.StructType(
     [T.StructField(n, T.LongType()) for n in ("key", "offset", "value", "epoch")]
@@ -106,6 +106,12 @@ def scan_jsonl(path: Path) -> tuple[int, str] | None:
                 return n, problem
             if last_index is not None and e["index"] <= last_index:
                 return n, f"index {e['index']} does not increase (previous line had {last_index})"
+            if last_index is not None and e["index"] > last_index + 1:
+                # Named by the line before the gap, which is where it is: naming the next line
+                # (as this once did) blames a line that is fine (issue 19).
+                missing = f"index {last_index + 1}" if e["index"] == last_index + 2 else f"indexes {last_index + 1}..{e['index'] - 1}"
+                return n - 1, (f"a gap after this line's index {last_index}: the next line (line {n}) has index "
+                               f"{e['index']}, so {missing} missing (was a line removed?)")
             last_index = e["index"]
     return None
 
@@ -154,6 +160,7 @@ def _problem_column(df: DataFrame, has_corrupt: bool, value_text: Column | None)
         .when(F.col("process").isNull(), F.lit("field 'process' is missing"))
         .when(~type_.isin(*OP_TYPES) | type_.isNull(), F.lit("field 'type' is not invoke/ok/fail/info"))
         .when(f.isNull(), F.lit("field 'f' is missing"))
+        .when(~f.rlike(NAME) | f.isin(*NOT_NAMES), F.lit("field 'f' must be a name"))
         .when(client & ~f.isin(*CLIENT_FS), F.lit(f"a client event's f must be one of {', '.join(CLIENT_FS)}"))
     )
     if value_text is not None:
@@ -225,6 +232,18 @@ def _normalise(df: DataFrame) -> DataFrame:
     if isinstance(df.schema["value"].dataType, T.StringType):
         cols.append(F.col("value").alias("_value_text"))  # for the type rules; dropped once validated
     return df.select(*cols)
+
+
+def event_problems(spark: SparkSession, jsonl: Path | str) -> DataFrame:
+    """Each event of JSONL file(s) as the loader judges it: columns `file` (the source file, so a
+    caller can name events by file) and `problem` (null when the checker can use the event). The
+    loader's per-event rules laid bare, so that tests can hold them to `event_problem` on events
+    that Hypothesis makes up (tests/analysis/test_validation_agreement.py)."""
+    raw = spark.read.schema(RAW_JSONL).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", "_corrupt").json(str(jsonl))
+    events = _normalise(raw)
+    text = F.col("_value_text") if TYPE_RULE and "_value_text" in events.columns else None
+    # input_file_name() is evaluated in the scan's task, through these projections (no shuffle).
+    return events.select(F.input_file_name().alias("file"), _problem_column(events, True, text).alias("problem"))
 
 
 def find_history(run_dir: Path) -> tuple[Path, str]:

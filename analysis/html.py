@@ -23,7 +23,7 @@ h3{font-size:15px;margin:18px 0 6px}
 .card{background:#fff;border:1px solid #dde1e7;border-radius:8px;padding:12px 16px;margin:10px 0}
 .verdict{display:flex;gap:24px;align-items:center;flex-wrap:wrap}
 .badge{font-size:26px;font-weight:700;padding:8px 18px;border-radius:8px;color:#fff;text-transform:uppercase;letter-spacing:.04em}
-.valid{background:#1b8a3a}.invalid{background:#c62828}.unknown{background:#d98c00}.unchecked{background:#6b7280}
+.valid{background:#1b8a3a}.invalid{background:#c62828}.unknown{background:#d98c00}.stale{background:#7c3aed}.unchecked{background:#6b7280}
 .pill{display:inline-block;padding:1px 8px;border-radius:10px;color:#fff;font-size:12px;font-weight:600}
 .num{font-size:28px;font-weight:700;line-height:1}.numlabel{font-size:12px;color:#5b6472;text-transform:uppercase}
 .num.bad{color:#c62828}.num.ok{color:#1b8a3a}.num.allowed{color:#d98c00}

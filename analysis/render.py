@@ -6,13 +6,14 @@ from pathlib import Path
 from typing import Any
 
 from analysis.registry import ANOMALIES
+from analysis.verdict import headline_text
 
 
-def summary(results: dict[str, Any], run_dir: Path | str) -> str:
+def summary(results: dict[str, Any], run_dir: Path | str, written: bool = True) -> str:
     h = results["headline"]
     lines = [
         f"verdict: {results['verdict']}",
-        f"lost {h['lost']}  duplicated {h['duplicated']}  reordered {h['reordered']}  diverged {h['diverged']}",
+        headline_text(h),
     ]
     found = [f"{n}={results['counts'][n]}{' (allowed)' if n in results['allowed'] else ''}"
              for n in ANOMALIES if results["counts"][n]]
@@ -20,5 +21,5 @@ def summary(results: dict[str, Any], run_dir: Path | str) -> str:
         lines.append("anomalies: " + ", ".join(found))
     lines += [f"  - {r}" for r in results["reasons"]]
     lines.append(f"{results['history']['events']} events checked in {results['timings']['total_s']} s; "
-                 f"details in {Path(run_dir) / 'results.json'}")
+                 + (f"details in {Path(run_dir) / 'results.json'}" if written else "results.json NOT written (see the error below)"))
     return "\n".join(lines)

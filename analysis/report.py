@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from markupsafe import Markup
 from analysis import html
 from analysis.registry import ANOMALIES, meaning
 from analysis.report_templates import REPORT
+from analysis.results_file import stale_reason
 from harness.errors import HarnessError
 
 MAX_PARTITIONS_PER_KIND = 3
@@ -173,9 +175,11 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def render_report(run_dir: Path | str) -> Path:
-    """Write RUN_DIR/report.html and return its path. Raises HarnessError for a missing run
-    directory or a malformed results.json/config.json; anything else missing is shown on the page."""
+def render_report(run_dir: Path | str, output: Path | str | None = None) -> Path:
+    """Write report.html (into RUN_DIR, or `output`) and return its path. Raises HarnessError for a
+    missing run directory or a malformed results.json/config.json; anything else missing is shown
+    on the page. Results are read from `output` when it holds a results.json (`check --output`),
+    else from RUN_DIR; results that no longer describe the history are refused, with the reason."""
     from analysis import report_figures as figs
     from analysis import timeline
     from analysis.permissions import allowed as permitted
@@ -183,11 +187,17 @@ def render_report(run_dir: Path | str) -> Path:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise HarnessError(f"{run_dir}: no such run directory.", hint="pass a folder written by `python -m harness run` (<store>/<run-id>)")
-    results = load_results(run_dir)
+    out = Path(output) if output is not None else run_dir
+    results_dir = out if (out / "results.json").is_file() else run_dir
+    results = load_results(results_dir)
     config = _read_json(run_dir / "config.json", "config.json")
     cluster = _read_json(run_dir / "cluster.json", "cluster.json")
 
     problems: list[str] = []
+    stale = stale_reason(run_dir, results, results_dir / "results.json") if results else None
+    if stale:  # a verdict drawn from another history is no verdict: shown as not checked, with why
+        problems.append(f"results.json is stale, so no verdict is shown: {stale}")
+        results = None
     if config is None:
         problems.append("config.json is missing: run facts are incomplete and the safe profile's permissions are assumed.")
     tl = None
@@ -234,7 +244,8 @@ def render_report(run_dir: Path | str) -> Path:
         counts=[{"name": n, "count": counts.get(n), "allowed": n in allow, "definition": meaning(n)} for n in ANOMALIES],
         allowed=allow, rules=rules, facts=_facts(run_dir, config, cluster, results),
         command=(config or {}).get("command_line"), reproduce=_reproduce(config) if config else None,
-        tl=tl, timeline=timeline_html, kinds=kinds, files=[{**f, "size": _size(f["size"])} for f in _files(run_dir)],
+        tl=tl, timeline=timeline_html, kinds=kinds, files=[{**f, "size": _size(f["size"]), "href": _href(f["href"], run_dir, out)}
+                                                           for f in _files(run_dir)],
         problems=problems, generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         check_cmd=f"python -m analysis check {run_dir}",
         replicas=(results or {}).get("replica_divergence"),
@@ -242,5 +253,9 @@ def render_report(run_dir: Path | str) -> Path:
         extra_css=report_explain.CSS, utc=lambda t: clk.utc(t) or "",
     )
     title = f"{verdict.upper()} · Kafka run {(config or {}).get('run_id', run_dir.name)}"
-    out = html.write_atomic(run_dir / "report.html", html.page(title, body))
-    return out
+    return html.write_atomic(out / "report.html", html.page(title, body))
+
+
+def _href(href: str, run_dir: Path, out: Path) -> str:
+    """A run file's link from a report written elsewhere (`report --output`)."""
+    return href if out == run_dir else os.path.relpath(run_dir / href, out)

@@ -56,16 +56,26 @@ def command_errors(os_hint: str, bad_input: tuple[type[Exception], ...] = (), in
                           hint="Spark's log above says more; --driver-memory gives an embedded session a larger heap"))
 
 
+OUTPUT = click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=None,
+                      help="Write into DIR instead of the run directory / store (created if missing).")
+
+
 @click.command("report")
 @click.argument("run_dir", type=click.Path(path_type=Path))
-def report(run_dir: Path) -> None:
-    """Write RUN_DIR/report.html (self-contained: opens offline) and print its path."""
+@OUTPUT
+def report(run_dir: Path, output: Path | None) -> None:
+    """Write report.html (self-contained: opens offline) into RUN_DIR or --output DIR; print its path.
+
+    A results.json older than the history it describes is refused: the page then says why and
+    shows no verdict. Exit 0 when written, 2 on bad input or when it cannot be written."""
     from analysis.report import render_report
 
     began = time.perf_counter()
-    with command_errors(os_hint=f"the report reads {run_dir}'s files and writes {run_dir}/report.html: "
-                                "check that you may read and write there"):
-        path = render_report(run_dir)
+    with command_errors(os_hint=f"the report reads {run_dir}'s files and writes {output or run_dir}/report.html: "
+                                "check that you may read and write there, or pass --output DIR"):
+        if output is not None:
+            output.mkdir(parents=True, exist_ok=True)
+        path = render_report(run_dir, output)
         size = path.stat().st_size
     click.echo(f"wrote {path} ({size / 1e6:.1f} MB in {time.perf_counter() - began:.1f} s)", err=True)
     click.echo(str(path))
@@ -75,11 +85,15 @@ def report(run_dir: Path) -> None:
 @click.argument("store", type=click.Path(path_type=Path))
 @click.option("--reports/--no-reports", default=True, show_default=True,
               help="Also write report.html for every run that has none yet.")
-def dashboard(store: Path, reports: bool) -> None:
-    """Write STORE/index.html: every run in the store, sortable and filterable, with trend plots."""
+@OUTPUT
+def dashboard(store: Path, reports: bool, output: Path | None) -> None:
+    """Write index.html (into STORE, or --output DIR): every run in the store, sortable and
+    filterable, with trend plots. Exit 0 when written, 2 on bad input or when it cannot be written."""
     from analysis.dashboard import render_dashboard
 
-    with command_errors(os_hint=f"the dashboard reads the runs in {store} and writes {store}/index.html "
-                                "(and report.html in each run): check that you may read and write there"):
-        path = render_dashboard(store, render_reports=reports)
+    with command_errors(os_hint=f"the dashboard reads the runs in {store} and writes {output or store}/index.html "
+                                "(and report.html in each run): check that you may read and write there, or pass --output DIR"):
+        if output is not None:
+            output.mkdir(parents=True, exist_ok=True)
+        path = render_dashboard(store, render_reports=reports, output=output)
     click.echo(str(path))

@@ -9,7 +9,7 @@ REPORT = """
   {% if no_faults %}<span class="pill" id="no-faults" style="background:#2e7d32;font-size:14px">no faults were injected</span>{% endif %}
   {% if results %}
   <div class="hl">
-  {% for k in ['lost', 'duplicated', 'reordered', 'diverged'] %}
+  {% for k in ['lost', 'duplicated', 'reordered', 'diverged', 'other'] %}
     <div><div class="num {{ 'bad' if headline.get(k) else 'ok' }}">{{ headline.get(k, 0)|fmt }}</div><div class="numlabel">{{ k }}</div></div>
   {% endfor %}
   </div>
@@ -103,7 +103,7 @@ Shaded bands are faults, labelled with the fault and its target broker(s) and th
 DASHBOARD = """
 <h1>Kafka chaos runs <span class="muted" style="font-weight:normal">— {{ store }}</span></h1>
 <section class="card verdict">
-  {% for v in ['invalid', 'unknown', 'valid', 'unchecked'] %}
+  {% for v in ['invalid', 'unknown', 'valid', 'stale', 'unchecked'] %}
   <div style="text-align:center"><div class="num" style="color:{{ colours[v] }}">{{ tally.get(v, 0) }}</div><div class="numlabel">{{ 'not checked' if v == 'unchecked' else v }}</div></div>
   {% endfor %}
   <div class="muted" style="flex:1">{{ rows|length }} runs. Click a column header to sort; type to filter (matches any column).</div>
@@ -111,7 +111,7 @@ DASHBOARD = """
 <div class="card" style="display:flex;gap:12px;align-items:center">
   <input id="filter" type="search" placeholder="filter: version, nemesis, profile, run id…" style="flex:1;padding:6px;font-size:14px">
   <select id="verdict-filter" style="padding:6px"><option value="">any verdict</option>
-  {% for v in ['invalid', 'unknown', 'valid', 'unchecked'] %}<option value="{{ v }}">{{ v }}</option>{% endfor %}</select>
+  {% for v in ['invalid', 'unknown', 'valid', 'stale', 'unchecked'] %}<option value="{{ v }}">{{ v }}</option>{% endfor %}</select>
   <span id="shown" class="muted"></span>
 </div>
 <table id="runs" class="card">
@@ -124,8 +124,8 @@ DASHBOARD = """
   <td data-sort="{{ r.date_sort }}">{{ r.date }}</td>
   <td>{% if r.report %}<a href="{{ r.report }}">{{ r.run_id }}</a>{% else %}{{ r.run_id }} <span class="muted">(no report)</span>{% endif %}</td>
   <td>{{ r.version }}</td><td>{{ r.nemesis }}</td><td>{{ r.workload }}</td><td>{{ r.profile }}</td>
-  <td data-sort="{{ r.verdict }}"><span class="pill {{ r.verdict }}">{{ 'not checked' if r.verdict == 'unchecked' else r.verdict }}</span></td>
-  {% for k in ['lost', 'duplicated', 'reordered', 'diverged'] %}<td class="n" data-sort="{{ r[k] if r[k] is not none else -1 }}">{{ r[k]|fmt }}</td>{% endfor %}
+  <td data-sort="{{ r.verdict }}"><span class="pill {{ r.verdict }}"{% if r.stale %} title="{{ r.stale }}"{% endif %}>{{ 'not checked' if r.verdict == 'unchecked' else r.verdict }}</span></td>
+  {% for k in ['lost', 'duplicated', 'reordered', 'diverged', 'other'] %}<td class="n" data-sort="{{ r[k] if r[k] is not none else -1 }}">{{ r[k]|fmt }}</td>{% endfor %}
   <td class="n" data-sort="{{ r.events or 0 }}">{{ r.events|fmt }}</td>
   <td class="n" data-sort="{{ r.duration or 0 }}">{{ r.duration|fmt }}</td>
 </tr>

@@ -23,11 +23,19 @@ def decide(
     drain_complete: bool | None,
     truncated: bool = False,
     ops: int = 1,
+    ok_ops: int | None = None,
+    worker_errors: list[str] | tuple[str, ...] = (),
 ) -> Verdict:
     """invalid if any anomaly not permitted was found (unseen only counts when the final drain is
     known to have completed: before that an unseen record may merely be unread); otherwise
-    unknown if the history is truncated or empty, or unseen records remain with the drain
-    incomplete/unknown; otherwise valid."""
+    unknown if the evidence cannot support "valid": the history is truncated or empty, no write
+    and no read completed ok (`ok_ops` == 0: nothing was checked), client workers died
+    (`worker_errors`, which config.json lists unless the user allowed them), or unseen records
+    remain with the drain incomplete/unknown; otherwise valid.
+
+    Why an empty or clientless run is not valid (issue 19): a run whose producers all died at
+    once (librdkafka's fatal _UNSUPPORTED_FEATURE against a 0.10 broker) acknowledged nothing,
+    so it could lose nothing, and it printed "valid". An absence of evidence is `unknown`."""
     forbidden = []
     for name in ANOMALIES:
         if counts.get(name, 0) == 0 or name in allowed:
@@ -42,19 +50,41 @@ def decide(
         reasons.append("the history is truncated (its last line was cut off)")
     if ops == 0:
         reasons.append("the history holds no operations")
+    elif ok_ops == 0:
+        reasons.append("nothing to check: no write and no read completed ok (no ok send, txn or poll)")
+    if worker_errors:
+        reasons.append(f"{len(worker_errors)} client worker(s) died during the run, so the history lacks what they "
+                       f"would have done (first: {str(worker_errors[0])[:200]})")
     if counts.get("unseen", 0) and "unseen" not in allowed and not drain_complete:
         state = "did not complete" if drain_complete is False else "status is unknown (config.json has no drain)"
         reasons.append(f"{counts['unseen']} acknowledged write(s) unseen and the final drain {state}")
     return Verdict("unknown" if reasons else "valid", [], reasons)
 
 
-def headline(counts: dict[str, int], drain_complete: bool | None) -> dict[str, int]:
-    """The four numbers a human reads first. Unseen records only count as lost when the final
-    drain is known to have reached every high watermark (otherwise they may simply be unread)."""
-    lost = counts["lost-write"] + (counts["unseen"] if drain_complete else 0)
+# The headline's numbers, in reading order. Each anomaly kind counts in exactly one of them, so
+# "invalid" never shows next to all zeros: a run whose only finding is, say, a poll-skip shows
+# it under "other" (it used to show "invalid 0/0/0/0", issue 19).
+HEADLINE = ("lost", "duplicated", "reordered", "diverged", "other")
+_GROUPS = {"lost-write": "lost", "unseen": "lost", "duplicate": "duplicated", "nonmonotonic-send": "reordered",
+           "nonmonotonic-poll": "reordered", "inconsistent-offsets": "diverged"}
+
+
+def headline(counts: dict[str, int], drain_complete: bool | None, forbidden: list[str] | tuple[str, ...] = (),
+             replica_diverged: int = 0) -> dict[str, int]:
+    """The numbers a human reads first. Unseen records only count as lost when the final drain is
+    known to have reached every high watermark (otherwise they may simply be unread). `diverged`
+    adds the offsets where replicas disagreed after healing; `other` counts every forbidden kind
+    of anomaly that none of the first four names."""
+    lost = counts.get("lost-write", 0) + (counts.get("unseen", 0) if drain_complete else 0)
     return {
         "lost": lost,
-        "duplicated": counts["duplicate"],
-        "reordered": counts["nonmonotonic-send"] + counts["nonmonotonic-poll"],
-        "diverged": counts["inconsistent-offsets"],
+        "duplicated": counts.get("duplicate", 0),
+        "reordered": counts.get("nonmonotonic-send", 0) + counts.get("nonmonotonic-poll", 0),
+        "diverged": counts.get("inconsistent-offsets", 0) + replica_diverged,
+        "other": sum(counts.get(n, 0) for n in forbidden if n not in _GROUPS),
     }
+
+
+def headline_text(head: dict[str, int]) -> str:
+    """"lost 0  duplicated 0  reordered 0  diverged 0  other 0" (older results have no "other")."""
+    return "  ".join(f"{k} {head.get(k, 0)}" for k in HEADLINE if k in head or k != "other")

@@ -110,6 +110,8 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 @click.option("--subscribe", is_flag=True, default=D["subscribe"], help="Consumers join a group (subscribe) instead of assigning partitions.")
 @click.option("--abort-probability", default=D["abort_probability"], show_default=True, type=float, help="txn workload: share of transactions aborted on purpose.")
 @click.option("--drain-timeout", default=D["drain_timeout"], show_default=True, type=float, help="Seconds the final drain may take.")
+@click.option("--allow-worker-errors", is_flag=True, default=D["allow_worker_errors"],
+              help="A client worker that dies does not make the verdict unknown (for runs meant to kill clients).")
 @click.option("--kafka-version", default=D["kafka_version"], help="Kafka release (default: the pinned 4.x).")
 @click.option("--nemesis", default=D["nemesis"], show_default=True, help="Comma-separated fault packages (e.g. kill,partition), or none.")
 @click.option("--nemesis-interval", default=D["nemesis_interval"], show_default=True, type=float, help="Mean seconds between a fault package's start and stop.")

@@ -93,7 +93,7 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         "partitions": config.partitions, "replication_factor": profile.replication_factor,
         "producers": config.producers, "consumers": config.consumers, "subscribe": config.subscribe,
         "abort_probability": config.abort_probability if config.workload == "txn" else None,
-        "drain_timeout_s": config.drain_timeout_s, "topic": TOPIC,
+        "drain_timeout_s": config.drain_timeout_s, "allow_worker_errors": config.allow_worker_errors, "topic": TOPIC,
         "nemesis": list(faults.packages) if faults is not None else [],
         "nemesis_config": faults.describe() if faults is not None else None,
         "replay_of": config.replay_of, "command_line": shlex.join(config.command_line), "drain": None,
@@ -102,7 +102,8 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         recorder = rd.own(Recorder(rd.path / "history.jsonl"))
         notify("starting cluster", recorder)
         began = time.monotonic()
-        cluster = rd.own(KafkaCluster(brokers=config.brokers, kafka_version=version, run_id=rd.run_id, work_dir=rd.path))
+        cluster = rd.own(KafkaCluster(brokers=config.brokers, kafka_version=version, run_id=rd.run_id, work_dir=rd.path,
+                                      lossy_data=faults is not None and "power" in faults.packages))  # nemesis/power.py
         seconds["cluster_ready"] = time.monotonic() - began
         rd.write("cluster.json", cluster.describe())
         cluster.create_topic(TOPIC, partitions=config.partitions, replication_factor=profile.replication_factor,

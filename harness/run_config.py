@@ -34,6 +34,9 @@ class RunConfig:
     subscribe: bool = False
     abort_probability: float = 0.2
     drain_timeout_s: float = 60.0
+    # A client worker that dies leaves a history without its ops: the check says `unknown` then,
+    # unless the run was meant to kill clients (analysis/verdict.py).
+    allow_worker_errors: bool = False
     # The fault phase (nemesis/runner.py); "none" runs fault-free.
     nemesis: str = "none"
     nemesis_interval_s: float = 10.0

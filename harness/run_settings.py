@@ -23,7 +23,7 @@ from harness.run_config import TOPIC, RunConfig
 FIELDS = {"time_limit": "time_limit_s", "drain_timeout": "drain_timeout_s", "nemesis_interval": "nemesis_interval_s"}
 _SETTINGS = ("store", "workload", "profile", "brokers", "kafka_version", "time_limit", "rate", "seed", "partitions",
              "producers", "consumers", "subscribe", "abort_probability", "drain_timeout", "nemesis", "nemesis_interval",
-             "partition_targets", "db_targets", "one_way", "loss_probability")
+             "partition_targets", "db_targets", "one_way", "loss_probability", "allow_worker_errors")
 _FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig) if f.default is not dataclasses.MISSING}
 DEFAULTS: dict[str, Any] = {k: _FIELD_DEFAULTS[FIELDS.get(k, k)] for k in _SETTINGS if FIELDS.get(k, k) in _FIELD_DEFAULTS}
 DEFAULTS["store"] = "store"
@@ -81,7 +81,7 @@ def read_replay(path: Path) -> dict[str, Any]:
     for key, field in (("kafka_version", "kafka_version"), ("brokers", "brokers"), ("rate", "rate"),
                        ("time_limit", "time_limit_s"), ("partitions", "partitions"), ("producers", "producers"),
                        ("consumers", "consumers"), ("subscribe", "subscribe"), ("abort_probability", "abort_probability"),
-                       ("drain_timeout", "drain_timeout_s")):
+                       ("drain_timeout", "drain_timeout_s"), ("allow_worker_errors", "allow_worker_errors")):
         if config.get(field) is not None:
             values[key] = config[field]
     values["replay_of"] = str(path.resolve())
@@ -119,7 +119,7 @@ def run_config(values: dict[str, Any], command_line: list[str] | None = None) ->
         abort_probability=float(v["abort_probability"]), drain_timeout_s=float(v["drain_timeout"]),
         nemesis=str(v["nemesis"]), nemesis_interval_s=float(v["nemesis_interval"]),
         partition_targets=str(v["partition_targets"]), db_targets=str(v["db_targets"]), one_way=bool(v["one_way"]),
-        loss_probability=float(v["loss_probability"]), schedule=v.get("schedule"), replay_of=v.get("replay_of"),
+        loss_probability=float(v["loss_probability"]), allow_worker_errors=bool(v["allow_worker_errors"]), schedule=v.get("schedule"), replay_of=v.get("replay_of"),
         command_line=command_line if command_line is not None else ["python", "-m", "harness", *sys.argv[1:]],
     )
 

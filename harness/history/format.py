@@ -19,6 +19,7 @@ Three levels, each built on the one before:
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 
 FORMAT_VERSION = 1
@@ -32,8 +33,43 @@ NEMESIS = "nemesis"  # the process of every fault event
 FIELDS = ("index", "time", "process", "type", "f", "value")
 
 
+INT64 = (-(2**63), 2**63 - 1)
+INT_FIELDS = ("key", "value", "offset", "epoch")  # in a client event's value, at any depth: int or null
+
+
+# What `f` may be: a name. Spark reads a JSON true, 7 or {..} in a text field as the text "true",
+# "7" or "{..}", so only a rule on the text itself lets both validators refuse the same events.
+NAME = r"^[A-Za-z][A-Za-z0-9_.:-]*$"
+NOT_NAMES = ("true", "false", "null")
+
+
+def is_name(x: Any) -> bool:
+    return isinstance(x, str) and re.match(NAME, x) is not None and x not in NOT_NAMES
+
+
 def is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
+    """A JSON integer the format can hold: int64 (Spark reads a larger one as null)."""
+    return isinstance(x, int) and not isinstance(x, bool) and INT64[0] <= x <= INT64[1]
+
+
+def _wrong_int(v: Any) -> str | None:
+    """The first field named key/value/offset/epoch (at any depth of a client event's value) that
+    holds neither an int nor null, or a `keys` list holding a non-int: the structural statement of
+    the Spark loader's WRONG_INT rule, so both validators refuse the same events (found by the
+    Hypothesis test in tests/analysis/test_validation_agreement.py: a txn invoke's send with
+    `"key": {}` passed here and was refused by Spark)."""
+    if isinstance(v, list):
+        return next((p for p in map(_wrong_int, v) if p is not None), None)
+    if not isinstance(v, dict):
+        return None
+    for k, x in v.items():
+        if k in INT_FIELDS and x is not None and not is_int(x):
+            return f"field {k!r} must hold an int, got {x!r}"
+        if k == "keys" and isinstance(x, list) and not all(is_int(i) for i in x):
+            return f"'keys' must list ints, got {x!r}"
+        if (problem := _wrong_int(x)) is not None:
+            return problem
+    return None
 
 
 def _opt_int(x: Any) -> bool:
@@ -93,13 +129,13 @@ def event_problem(e: Any) -> str | None:
         return "field 'process' is missing"
     if e.get("type") not in TYPES:
         return f"field 'type' must be one of {', '.join(TYPES)}, got {e.get('type')!r}"
-    if not isinstance(e.get("f"), str):
-        return f"field 'f' must be a string, got {e.get('f')!r}"
+    if not is_name(e.get("f")):
+        return f"field 'f' must be a name (a letter, then letters, digits, '-', '_', '.' or ':'), got {e.get('f')!r}"
     if e["process"] == NEMESIS:
         return None
     if e["f"] not in CLIENT_FS:  # also what tells a JSON number from a string where Spark reads text
         return f"f {e['f']!r} is not one of {CLIENT_FS}"
-    return _value_problem(e["f"], e["type"], e.get("value"))
+    return _value_problem(e["f"], e["type"], e.get("value")) or _wrong_int(e.get("value"))
 
 
 def strict_problem(e: dict[str, Any]) -> str | None:

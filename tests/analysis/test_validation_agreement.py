@@ -116,3 +116,55 @@ def test_both_validators_refuse_a_malformed_event(spark, tmp_path, kind):
 def test_both_validators_accept_a_legal_edge_case(spark, tmp_path, kind):
     plain, spark_problem = verdicts(spark, tmp_path, LEGAL[kind](base()))
     assert (plain, spark_problem) == (None, None)
+
+
+# --- a property: Hypothesis makes up malformed events, both validators judge them alike ----------
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from analysis.history_load import event_problems  # noqa: E402
+
+# Any JSON value a broken writer might put in a field: the wrong type, out of int64's range, empty.
+JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
+                         st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=3),
+                         st.sampled_from(["send", "poll", "ok", "invoke", "beginning", "nemesis", "1", "-1"]))
+JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+    st.sampled_from(["key", "value", "offset", "epoch", "records", "sends", "keys", "seek"]), inner, max_size=3), max_leaves=6)
+DELETE = object()
+
+
+@st.composite
+def mutated_event(draw) -> dict:
+    """One of base()'s events with one field (top level, in its value, or in its first record or
+    send) replaced by any JSON value, or deleted."""
+    event = json.loads(json.dumps(draw(st.sampled_from(base()))))
+    holders = [event]
+    if isinstance(event.get("value"), dict):
+        holders.append(event["value"])
+        for inner in ("records", "sends"):
+            if event["value"].get(inner):
+                holders.append(event["value"][inner][0])
+    holder = draw(st.sampled_from(holders))
+    field = draw(st.sampled_from(sorted(holder)))
+    new = draw(st.one_of(JSON_VALUES, st.just(DELETE)))
+    if new is DELETE:
+        del holder[field]
+    else:
+        holder[field] = new
+    return event
+
+
+@pytest.mark.slow
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), database=None,
+          phases=[Phase.generate])  # no shrinking: each try is a Spark job; the message shows 5 cases
+@given(events=st.lists(mutated_event(), min_size=150, max_size=150))
+def test_both_validators_agree_on_events_hypothesis_makes_up(spark, tmp_path_factory, events):
+    """Each example is a batch of 150 made-up events, one file each, judged in one Spark job."""
+    folder = tmp_path_factory.mktemp("made-up")
+    for n, e in enumerate(events):
+        (folder / f"{n:04d}.jsonl").write_text(json.dumps(e) + "\n")
+    judged = {int(r["file"].rsplit("/", 1)[-1].split(".")[0]): r["problem"]
+              for r in event_problems(spark, folder).collect()}
+    disagree = [(e, event_problem(e), judged[n]) for n, e in enumerate(events)
+                if (event_problem(e) is None) != (judged[n] is None)]
+    assert not disagree, "\n".join(f"{json.dumps(e)}\n  plain: {p}\n  spark: {s}" for e, p, s in disagree[:5])
