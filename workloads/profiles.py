@@ -35,6 +35,9 @@ class Profile:
     # fault; the idempotent producer then bumps its epoch and re-sends them, duplicating any the
     # broker had already written (librdkafka INTRODUCTION.md; librdkafka#4953).
     delivery_timeout_ms: int = 300_000
+    # Topic flush.messages (the broker's log.flush.interval.messages): fsync every N appends.
+    # None is Kafka's default: never fsync, durability from replication alone.
+    flush_messages: int | None = None
     extra_producer: dict[str, Any] = field(default_factory=dict)
 
     def producer_config(self) -> dict[str, Any]:
@@ -56,10 +59,13 @@ class Profile:
         }
 
     def topic_config(self) -> dict[str, str]:
-        return {
+        config = {
             "min.insync.replicas": str(self.min_insync_replicas),
             "unclean.leader.election.enable": str(self.unclean_leader_election).lower(),
         }
+        if self.flush_messages is not None:
+            config["flush.messages"] = str(self.flush_messages)
+        return config
 
     def for_brokers(self, brokers: int) -> "Profile":
         """This profile on a cluster of `brokers`: RF and min ISR cannot exceed the broker count."""
@@ -77,6 +83,8 @@ class Profile:
         d["replication.factor"] = self.replication_factor
         d["min.insync.replicas"] = self.min_insync_replicas
         d["unclean.leader.election.enable"] = self.unclean_leader_election
+        if self.flush_messages is not None:
+            d["flush.messages"] = self.flush_messages
         return d
 
 
@@ -100,6 +108,8 @@ PROFILES: dict[str, Profile] = {
                 enable_auto_commit=True, auto_offset_reset="latest", isolation_level="read_uncommitted"),
         Profile("short-timeout", "safe, but sends time out after 30 s: librdkafka's idempotent producer then "
                 "re-sends in-flight batches under a new epoch, which can duplicate records", delivery_timeout_ms=30_000),
+        Profile("fsync", "safe, and every append fsynced (flush.messages=1): what durability on disk costs, "
+                "and what it saves under a power cut", flush_messages=1),
         # The nightly matrix's unsafe arm: every weakening at once, so faults can show what Kafka does not promise.
         Profile("unsafe", "acks=1, RF 2, min.insync.replicas 1, unclean election on, idempotence off: loss, "
                 "divergence and duplicates are all permitted", acks="1", enable_idempotence=False,
