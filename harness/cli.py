@@ -44,20 +44,31 @@ def bootstrap(kafka_version: str | None) -> None:
 
 
 @cli.command()
-@click.option("--run-id", default=None, help="Remove only this run's resources (default: every run's).")
-@click.option("--dry-run", is_flag=True, help="List what would be removed, remove nothing.")
-def cleanup(run_id: str | None, dry_run: bool) -> None:
-    """Remove containers and networks left by crashed or killed runs (everything carrying the harness label)."""
+@click.option("--run-id", default=None, help="Only this run's resources; they go unless their owner process still runs.")
+@click.option("--all", "force", is_flag=True, help="Also remove what live processes, other hosts or unknown owners hold.")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed and why each run is kept; remove nothing.")
+def cleanup(run_id: str | None, force: bool, dry_run: bool) -> None:
+    """Remove the containers, networks, lossy mounts and temporary folders of runs whose harness process
+    has died (a SIGKILLed run cannot tear down). A live run is never touched without --all."""
     from harness.provision import cleanup as cleaning
     from harness.provision.docker_engine import docker_answers
 
     if not docker_answers():
         raise HarnessError("no Docker engine answers, so there is nothing to clean up from here.", hint="run `python -m harness bootstrap` to start it")
-    report = cleaning.leftovers(run_id) if dry_run else cleaning.cleanup(run_id)
+    report = cleaning.sweep(run_id, force=force, dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
-    console.print(f"{verb} {len(report.containers)} container(s) and {len(report.networks)} network(s) of {len(report.run_ids)} run(s)")
-    for name in report.containers + report.networks:
-        click.echo(name)
+    console.print(f"{verb} {len(report.containers)} container(s), {len(report.networks)} network(s), {len(report.mounts)} mount(s) "
+                  f"and {len(report.folders)} folder(s) of {len(report.run_ids)} run(s); kept {len(report.kept)} run(s)")
+    for run in sorted(report.runs, key=lambda r: (not r.remove, r.run_id)):
+        click.echo(f"{'remove' if run.remove else 'keep'} {run.run_id}: {run.reason}")
+        for name in run.names() if run.remove else []:
+            click.echo(f"  {name}")
+    if report.errors:
+        raise HarnessError(f"{len(report.errors)} resource(s) could not be removed: {'; '.join(report.errors)}",
+                           hint="run the same cleanup again; Docker's message is above")
+    if run_id is not None and report.kept and not dry_run:
+        raise HarnessError(f"run {run_id} was kept: {report.kept[0].reason}.",
+                           hint="stop its harness process first, or add --all to remove it anyway")
 
 
 @cli.command()

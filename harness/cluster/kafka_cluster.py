@@ -40,7 +40,7 @@ from harness.cluster.lossy_mount import LossyMount, unmount_disks
 from harness.cluster.node import KafkaNodeContainer, Node, network_address
 from harness.cluster.metadata_views import BrokerView, collect_views, majority_view
 from harness.cluster.quorum import read_active_controller
-from harness.provision.settings import RUN_LABEL
+from harness.provision.owner import run_labels, write_owner
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,8 @@ class KafkaCluster:
     def _create_nodes(self, image: str) -> None:
         if self._work_dir is None:
             self._work_dir = Path(tempfile.mkdtemp(prefix=f"kafka-harness-{self.run_id}-"))
-        self.network = Network(docker_network_kw={"labels": {RUN_LABEL: self.run_id}})
+            write_owner(self._work_dir, self.run_id)  # `cleanup` removes the folder once its owner is dead
+        self.network = Network(docker_network_kw={"labels": run_labels(self.run_id)})  # run id and owner
         self.network.name = f"kh-{self.run_id}"
         self.network.create()
         broker_specs, controller_specs = self._node_specs()
@@ -260,7 +261,7 @@ class KafkaCluster:
 
         def remove(node: Node) -> None:
             try:
-                node.container.stop(force=True)
+                node.remove()
             except Exception as exc:  # keep removing the others
                 failures.append(f"{node.hostname}: {exc}")
 

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker.errors
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
@@ -25,7 +26,7 @@ from harness.cluster.broker_config import (EXTERNAL_PORT, KAFKA_LIBS, NODE_DIR, 
                                           log4j2_properties, server_properties, zookeeper_properties)
 from harness.errors import ClusterError
 from harness.history.files import write_text
-from harness.provision.settings import RUN_LABEL
+from harness.provision.owner import run_labels
 
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 DEFAULT_HEAP = "-Xms256m -Xmx1g"
@@ -74,7 +75,8 @@ class KafkaNodeContainer(DockerContainer):
         self.with_name(f"kh-{run_id}-{spec.hostname}")
         self.with_network_aliases(spec.hostname)
         self._extra["hostname"] = spec.hostname
-        self._labels.update({RUN_LABEL: run_id, "io.kafka-harness.cluster.node-id": str(spec.node_id)})
+        # The run id and its owner (host, PID, start time): `cleanup` never removes what a live process owns.
+        self._labels.update({**run_labels(run_id), "io.kafka-harness.cluster.node-id": str(spec.node_id)})
         if spec.is_broker:
             self.ports[f"{EXTERNAL_PORT}/tcp"] = ("127.0.0.1",)  # loopback only, random host port
         return self
@@ -140,6 +142,13 @@ class Node:
         script.write_text(start_script(log_opt, main=main))
         script.chmod(0o755)
         self.clock_offset_path.write_text("+0\n")
+
+    def remove(self) -> None:
+        """Force-remove the container; one already gone (removed from outside the harness) is no failure."""
+        try:
+            self.container.stop(force=True)
+        except docker.errors.NotFound:
+            pass
 
     def exec(self, command: str) -> tuple[int, str]:
         """Run `sh -c command` in the container; return (exit code, combined output)."""
