@@ -14,7 +14,7 @@ as with acks=0, say nothing about position). K's *observed order* is its observe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Window
@@ -34,10 +34,22 @@ class Derived:
     positions: DataFrame  # key, offset, value, process, index, time, f, type
     offsets: DataFrame  # key, offset, read, next_offset, value, values (persisted)
     values: DataFrame  # one row per value: what the value-level anomalies need (see _value_table)
+    cache: dict = field(default_factory=dict)  # tables other finder modules persist once (analysis/cycles.py)
+    # f -> {invoke, ok, fail, info} counts, when the loader gave them: the finders of
+    # analysis/txn_anomalies.py and analysis/cycles.py skip a history without txns (None: run).
+    op_stats: dict | None = None
+
+    def has_txns(self) -> bool:
+        if self.op_stats is None:
+            return True
+        t = self.op_stats.get("txn") or {}
+        return any(t.get(k, 0) for k in ("ok", "info", "fail"))
 
     def unpersist(self) -> None:
         self.offsets.unpersist()
         self.values.unpersist()
+        for table in self.cache.values():
+            table.unpersist()
 
 
 # Where the derived tables are kept while the anomalies read them: on local disk (the page cache

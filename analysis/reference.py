@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
+from analysis import reference_txn
 from analysis.registry import ANOMALIES
 
 
@@ -110,6 +111,7 @@ def findings(events: Iterable[dict[str, Any]]) -> dict[str, set]:
         last[p][k] = (o, val)
 
     out["aborted-read"] = read_values & failed
+    out.update(reference_txn.findings(events, positions))
     return out
 
 

@@ -24,8 +24,9 @@ class Anomaly:
     name: str  # the key in results.json
     definition: str  # one or two sentences, markdown
     counted_per: str  # what one count is
-    finder: str  # a function of analysis/anomalies.py, by name: importing this module needs no Spark
+    finder: str  # a function of analysis/<module>.py, by name: importing this module needs no Spark
     example_order: tuple[str, ...]  # the columns examples are sorted by
+    module: str = "anomalies"  # where the finder is: analysis.anomalies, analysis.txn_anomalies, analysis.cycles
 
 
 REGISTRY: tuple[Anomaly, ...] = (
@@ -69,6 +70,43 @@ REGISTRY: tuple[Anomaly, ...] = (
             "a read returned a value whose send, or whose transaction, completed `fail` (definitely "
             "not written, or aborted). `info` writes are unknown, never failures.",
             "value", "aborted_read", ("value",)),
+    Anomaly("int-nonmonotonic-send",
+            "within one `txn` (any outcome), two successive sends to the same key, in the order the "
+            "txn lists them, whose positions do not strictly increase. A send's position is its "
+            "acknowledged offset or, when it has none, the lowest offset a read returned its value at; "
+            "a pair with an unknown position is not judged.",
+            "adjacent pair of sends", "int_nonmonotonic_send", ("key",), "txn_anomalies"),
+    Anomaly("int-send-skip",
+            "within one `txn`, two successive sends to the same key (positions as for "
+            "int-nonmonotonic-send) with an observed position strictly between them: another "
+            "writer's record landed inside the transaction's run of records. Kafka permits it.",
+            "adjacent pair of sends", "int_send_skip", ("key",), "txn_anomalies"),
+    Anomaly("int-nonmonotonic-poll",
+            "within one `txn` (any outcome: a poller must return safe data whether or not its "
+            "transaction commits), two successive records of the same key, in the order returned, "
+            "whose offsets do not strictly increase.",
+            "adjacent pair of reads", "int_nonmonotonic_poll", ("key",), "txn_anomalies"),
+    Anomaly("int-poll-skip",
+            "within one `txn` (any outcome), two successive records of the same key with an "
+            "observed offset strictly between them: the transaction's reads jumped over a record "
+            "known to exist.",
+            "adjacent pair of reads", "int_poll_skip", ("key",), "txn_anomalies"),
+    Anomaly("precommitted-read",
+            "a `txn` read a record that it sent itself: its own write was visible before it "
+            "committed (a read_committed consumer must never see an uncommitted record, its "
+            "producer's included).",
+            "(txn, value)", "precommitted_read", ("key",), "txn_anomalies"),
+    Anomaly("G0",
+            "a cycle of ww dependencies between ops (write cycle): on each key the writers of "
+            "successive values in observed order are linked, and these links loop back. Kafka "
+            "permits it: transactions do not isolate their writes from each other.",
+            "strongly connected component", "g0", ("size",), "cycles"),
+    Anomaly("G1c",
+            "a cycle of ww and wr dependencies holding at least one wr edge (a reader of a value "
+            "depends on its writer): circular information flow between transactions. A cycle of wr "
+            "edges alone is impossible at read_committed; one that needs a ww edge is permitted "
+            "(sends reach the log before their commit, so ww order is no commit order).",
+            "strongly connected component", "g1c", ("size",), "cycles"),
 )
 
 ANOMALIES: tuple[str, ...] = tuple(a.name for a in REGISTRY)

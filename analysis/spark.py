@@ -4,6 +4,7 @@ Connect via SPARK_REMOTE. One place decides memory, partitions and how quiet Spa
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -60,6 +61,9 @@ def get_session(
 
     master = master or "local[*]"
     local = master.startswith("local")
+    # Python workers (analysis/cycles.py's grouped pandas function) run this interpreter, whose
+    # pandas and pyarrow they need, not whichever python3 is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     cores = os.cpu_count() or 2
     builder = (
         SparkSession.builder.master(master)

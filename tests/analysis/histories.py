@@ -88,16 +88,53 @@ def valid_history(seed: int, keys: int = 3, producers: int = 2, consumers: int =
     return b
 
 
-def _fresh(b: Builder) -> tuple[int, int]:
+def _fresh(b: Builder, key: int = 0) -> tuple[int, int]:
     """A key and an offset past every position the history mentions on it."""
     offsets = [-1]
     for e in b.events:
         v = e.get("value") or {}
         if isinstance(v, dict):
-            offsets += [r["offset"] for r in v.get("records") or [] if r["key"] == 0]
-            if e["f"] == "send" and v.get("key") == 0 and v.get("offset") is not None:
+            offsets += [r["offset"] for r in v.get("records") or [] if r["key"] == key]
+            offsets += [s["offset"] for s in v.get("sends") or [] if s["key"] == key and s.get("offset") is not None]
+            if e["f"] == "send" and v.get("key") == key and v.get("offset") is not None:
                 offsets.append(v["offset"])
-    return 0, max(offsets) + 1
+    return key, max(offsets) + 1
+
+
+def _txn(b: Builder, p: int, type_: str, sends: list[tuple[int, int, int | None]],
+         records: list[tuple[int, int, int]] = ()) -> None:
+    """A txn of process p: sends (key, value, offset), records (key, offset, value)."""
+    b.add(p, "invoke", "txn", {"sends": [{"key": k, "value": v} for k, v, _ in sends], "records": []})
+    b.add(p, type_, "txn", {"sends": [{"key": k, "value": v, "offset": o, "epoch": None} for k, v, o in sends],
+                            "records": [{"key": k, "offset": o, "value": v, "epoch": 0} for k, o, v in records]})
+
+
+def _inject_txn(b: Builder, anomaly: str, k: int, o: int, new: int) -> None:
+    """The transactional anomalies (see inject). info/fail txns write nothing a checker counts as
+    an ok write, and their reads are no reads of the process's sequence: only the int- finding."""
+    k1, p = _fresh(b, 1)
+    if anomaly == "int-nonmonotonic-send":
+        _txn(b, 810, "info", [(k, new, o + 1), (k, new + 1, o)])
+    elif anomaly == "int-send-skip":
+        _txn(b, 810, "info", [(k, new, o), (k, new + 1, o + 2)])
+        b.poll(900, [(k, o + 1, new + 2)])
+    elif anomaly == "int-nonmonotonic-poll":
+        _txn(b, 810, "fail", [], [(k, o, new), (k, o, new)])
+    elif anomaly == "int-poll-skip":
+        _txn(b, 810, "fail", [], [(k, o, new), (k, o + 2, new + 2)])
+        b.poll(900, [(k, o + 1, new + 1)])
+    elif anomaly == "precommitted-read":
+        _txn(b, 810, "ok", [(k, new, o)], [(k, o, new)])
+    elif anomaly == "G0":
+        _txn(b, 810, "ok", [(k, new, o), (k1, new + 1, p + 1)])
+        _txn(b, 811, "ok", [(k, new + 2, o + 1), (k1, new + 3, p)])
+        b.poll(900, [(k, o, new), (k, o + 1, new + 2)])
+        b.poll(901, [(k1, p, new + 3), (k1, p + 1, new + 1)])
+    elif anomaly == "G1c":
+        _txn(b, 810, "ok", [(k, new, o)], [(k1, p, new + 1)])
+        _txn(b, 811, "ok", [(k1, new + 1, p)], [(k, o, new)])
+    else:
+        raise ValueError(anomaly)
 
 
 def inject(b: Builder, anomaly: str) -> Builder:
@@ -128,7 +165,7 @@ def inject(b: Builder, anomaly: str) -> Builder:
         b.send(800, k, new, None, "fail")
         b.poll(900, [(k, o, new)])
     else:
-        raise ValueError(anomaly)
+        _inject_txn(b, anomaly, k, o, new)
     return b
 
 

@@ -1,0 +1,155 @@
+"""Jepsen's published Kafka test histories (jepsen/test/jepsen/tests/kafka_test.clj), written in our
+history format v1 as our own test data. The histories are facts; this code is ours.
+
+Translation. Keys :x, :y are partitions 0, 1. Values are per key in Jepsen and unique per run here,
+so each (key, symbol) gets its own int. A Jepsen op of one send is a `send`; of one poll, a
+`poll`; an op of several micro-ops (sends, polls or both) is one `txn` whose `sends` and
+`records` keep the micro-ops' order (our int- anomalies are scoped to a txn: Jepsen's multi-poll
+and multi-send ops are its transactions). A send without an offset in Jepsen has a null offset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+KEYS = {"x": 0, "y": 1}
+
+
+class Jepsen:
+    """Builds a v1 history from Jepsen-style ops: op(process, type, [mops]) where a mop is
+    ("send", key, sym) / ("send", key, (offset, sym)) or ("poll", {key: [(offset, sym), ...]})."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.ids: dict[tuple[str, str], int] = {}
+
+    def v(self, key: str, sym: str) -> int:
+        return self.ids.setdefault((key, sym), len(self.ids) + 1)
+
+    def _add(self, process: int, type_: str, f: str, value: Any) -> int:
+        i = len(self.events)
+        self.events.append({"index": i, "time": i * 1000, "process": process, "type": type_, "f": f, "value": value})
+        return i
+
+    def op(self, process: int, type_: str, mops: list[tuple], invoke: bool = True, txn: bool = False) -> int:
+        """Record the invoke (unless invoke=False: a completion whose invoke came earlier) and the
+        completion, as a txn when `txn` or when it has several micro-ops; returns its index."""
+        sends, records = [], []
+        for mop in mops:
+            if mop[0] == "send":
+                _, k, v = mop
+                off, sym = v if isinstance(v, tuple) else (None, v)
+                sends.append({"key": KEYS[k], "value": self.v(k, sym), "offset": off, "epoch": None})
+            else:
+                for k, pairs in mop[1].items():
+                    records += [{"key": KEYS[k], "offset": o, "value": self.v(k, s), "epoch": 0} for o, s in pairs]
+        polls = [m for m in mops if m[0] == "poll"]
+        if len(sends) == 1 and not polls and not txn:
+            s = sends[0]
+            if invoke:
+                self._add(process, "invoke", "send", {"key": s["key"], "value": s["value"]})
+            return self._add(process, type_, "send", s)
+        if not sends and len(polls) == 1 and not txn:
+            if invoke:
+                self._add(process, "invoke", "poll", None)
+            return self._add(process, type_, "poll", {"records": records} if type_ == "ok" else None)
+        if invoke:
+            self.invoke_txn(process, mops)
+        return self._add(process, type_, "txn", {"sends": sends, "records": records})
+
+    def invoke_txn(self, process: int, mops: list[tuple]) -> None:
+        sends = [{"key": KEYS[m[1]], "value": self.v(m[1], m[2][1] if isinstance(m[2], tuple) else m[2])}
+                 for m in mops if m[0] == "send"]
+        self._add(process, "invoke", "txn", {"sends": sends, "records": []})
+
+
+def int_nonmonotonic_send() -> list[dict]:
+    """int-nonmonotonic-send-test: offsets directly out of order (c@3 then a@1 in one op), and an
+    info op whose order (d then b) contradicts the offsets a poll read them at."""
+    j = Jepsen()
+    j.op(0, "ok", [("send", "x", (3, "c")), ("send", "x", (1, "a"))])
+    j.op(0, "info", [("send", "y", "d"), ("send", "y", "b")])
+    j.op(1, "info", [("send", "y", "c")])
+    j.op(0, "ok", [("poll", {"y": [(2, "b"), (3, "c"), (4, "d")]})])
+    return j.events
+
+
+def int_send_skip() -> list[dict]:
+    """int-send-skip-test: one op sends a@1 and c (offset unknown); another writer's b is read at
+    2 and c at 3, so b landed between the op's two sends."""
+    j = Jepsen()
+    j.op(0, "ok", [("send", "x", (1, "a")), ("send", "x", "c")])
+    j.op(1, "info", [("send", "x", "b")])
+    j.op(2, "ok", [("poll", {"x": [(2, "b"), (3, "c")]})])
+    return j.events
+
+
+def int_poll_skip() -> list[dict]:
+    """int-poll-skip-test: one op reads x 1 then 4 in one poll, another in two polls, while a
+    third read shows offset 2 exists. The two reading ops are transactions here (see module doc)."""
+    j = Jepsen()
+    j.op(1, "info", [("send", "x", "a"), ("send", "x", "b"), ("send", "x", "d")])
+    j.op(0, "ok", [("poll", {"x": [(1, "a"), (4, "d")]})], txn=True)
+    j.op(0, "ok", [("poll", {"x": [(1, "a")]}), ("poll", {"x": [(4, "d")]})])
+    j.op(0, "ok", [("poll", {"x": [(2, "b")]})])
+    return j.events
+
+
+def int_nonmonotonic_poll() -> list[dict]:
+    """int-nonmonotonic-poll-test: one poll returns x 3 then 1; another op reads b c and then c
+    again in its second poll."""
+    j = Jepsen()
+    j.op(0, "info", [("send", "x", "a"), ("send", "x", "b"), ("send", "x", "c")])
+    j.op(0, "ok", [("poll", {"x": [(3, "c"), (1, "a")]})], txn=True)
+    j.op(0, "ok", [("poll", {"x": [(2, "b"), (3, "c")]}), ("poll", {"x": [(3, "c")]})])
+    return j.events
+
+
+def precommitted_read() -> list[dict]:
+    """precommitted-read-test: a txn sends x a@0 and its own poll returns it."""
+    j = Jepsen()
+    j.op(0, "ok", [("send", "x", (0, "a")), ("poll", {"x": [(0, "a")]})])
+    return j.events
+
+
+def g0() -> list[dict]:
+    """g0-test: two ops each write x and y; x orders a before b, y orders b before a."""
+    j = Jepsen()
+    j.invoke_txn(0, [("send", "x", "a"), ("send", "y", "a")])
+    j.invoke_txn(1, [("send", "x", "b"), ("send", "y", "b")])
+    j.op(0, "ok", [("send", "x", (0, "a")), ("send", "y", (1, "a"))], invoke=False)
+    j.op(1, "ok", [("send", "x", (1, "b")), ("send", "y", (0, "b"))], invoke=False)
+    return j.events
+
+
+def g1c_pure_wr() -> list[dict]:
+    """g1c-pure-wr-test: t1 writes x a and reads t2's y b; t2 writes y b and reads t1's x a."""
+    j = Jepsen()
+    j.invoke_txn(0, [("send", "x", "a")])
+    j.invoke_txn(1, [("send", "y", "b")])
+    j.op(0, "ok", [("send", "x", (0, "a")), ("poll", {"y": [(0, "b")]})], invoke=False)
+    j.op(1, "ok", [("send", "y", (0, "b")), ("poll", {"x": [(0, "a")]})], invoke=False)
+    return j.events
+
+
+def g1c_ww_wr() -> list[dict]:
+    """g1c-ww-wr-test: t1 writes x a@0 and y c@2; t2 reads x a and writes y b@1 (before c)."""
+    j = Jepsen()
+    j.invoke_txn(0, [("send", "x", "a"), ("send", "y", "c")])
+    j.invoke_txn(1, [("send", "y", "b")])
+    j.op(0, "ok", [("send", "x", (0, "a")), ("send", "y", (2, "c"))], invoke=False)
+    j.op(1, "ok", [("poll", {"x": [(0, "a")]}), ("send", "y", (1, "b"))], invoke=False)
+    return j.events
+
+
+# name -> (history, the anomaly Jepsen reports on it, its count there)
+HISTORIES = {
+    "int-nonmonotonic-send": (int_nonmonotonic_send, "int-nonmonotonic-send", 2),
+    "int-send-skip": (int_send_skip, "int-send-skip", 1),
+    "int-poll-skip": (int_poll_skip, "int-poll-skip", 2),
+    "int-nonmonotonic-poll": (int_nonmonotonic_poll, "int-nonmonotonic-poll", 2),
+    "precommitted-read": (precommitted_read, "precommitted-read", 1),
+    "G0": (g0, "G0", 1),
+    "G1c-pure-wr": (g1c_pure_wr, "G1c", 1),
+    "G1c-ww-wr": (g1c_ww_wr, "G1c", 1),
+}
