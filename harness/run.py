@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from harness.cluster import KafkaCluster
+from harness.cluster.watch import ClusterWatch
+from harness.errors import ClusterError
 from harness.history import Recorder
 from harness.provision.settings import kafka_version as resolve_kafka_version
 from harness.run_config import TOPIC, WORKLOADS, RunConfig
@@ -75,6 +77,24 @@ def make_workload(config: RunConfig, profile: Any, recorder: Recorder, bootstrap
     return QueueWorkload(recorder, bootstrap, TOPIC, profile, **kwargs)
 
 
+def unreachable_bound(faults: FaultPhase | None) -> float:
+    """How long no broker may answer before the run fails. A fault may take every broker (kill,
+    pause or power-off of 'all') for up to 1.5 schedule intervals (nemesis/schedule.py), so
+    twice the interval, and never less than a minute: a JVM restart under load took 10-20 s here."""
+    interval = (faults.describe().get("interval_s") or 0) if faults is not None else 0
+    return max(60.0, 2.0 * float(interval))
+
+
+def fail_if_gone(watch: ClusterWatch, workload: Any) -> None:
+    """Fail the run at once (FAILED names the cause) when the watch has seen its cluster vanish;
+    the clients get a few seconds to stop, so that no thread sends into nothing for minutes."""
+    if watch.failure is None:
+        return
+    workload.stop(timeout_s=5.0)
+    raise ClusterError(f"the cluster vanished during the run: {watch.failure}.",
+                       hint="the run's history up to that moment stays in its run directory; nothing was checked")
+
+
 def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressFn | None = None) -> RunResult:
     """Carry out one run and return where it is; see the module docstring. Raises HarnessError
     carrying the run directory (marked FAILED)."""
@@ -106,6 +126,7 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
                                       lossy_data=faults is not None and "power" in faults.packages))  # nemesis/power.py
         seconds["cluster_ready"] = time.monotonic() - began
         rd.write("cluster.json", cluster.describe())
+        watch = rd.own(ClusterWatch(cluster, unreachable_after_s=unreachable_bound(faults)))  # exits before the cluster
         cluster.create_topic(TOPIC, partitions=config.partitions, replication_factor=profile.replication_factor,
                              config=profile.topic_config())
         workload = make_workload(config, profile, recorder, cluster.bootstrap_servers(), rd.run_id)
@@ -121,6 +142,7 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         end = began + config.time_limit_s
         while (now := time.monotonic()) < end:
             notify("workload", recorder)
+            fail_if_gone(watch, workload)
             time.sleep(min(0.25, end - now))
         seconds["workload"] = time.monotonic() - began
         if faults is not None:
@@ -130,6 +152,7 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
             record["heal"] = faults.heal_and_stop()
             record["nemesis_config"] = faults.describe()  # the schedule as executed: times and targets
             seconds["heal"] = time.monotonic() - began
+            fail_if_gone(watch, workload)
         notify("stopping clients", recorder)
         workload.stop()
         notify("draining", recorder)
@@ -138,6 +161,7 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         drain = workload.drain(config.drain_timeout_s).as_json()
         seconds["drain"] = time.monotonic() - began
         record["drain"] = drain
+        fail_if_gone(watch, workload)  # a drain from a vanished cluster proves nothing
         record["worker_errors"] = workload.errors
         notify("writing history", recorder)
         recorder.close()

@@ -1,0 +1,135 @@
+"""A watch on a running cluster: it notices within seconds that the cluster is gone.
+
+    with ClusterWatch(cluster, unreachable_after_s=60) as watch:
+        ...                      # the workload
+        if watch.failure: ...    # e.g. "containers removed: kh-RUN-kafka-1, ..."
+
+Without it a run whose containers were removed from outside (a `docker rm -f`, a cleanup of
+the wrong run) kept sending into nothing until its heal and drain timeouts: about 8 minutes for
+a 120 s run before FAILED. One background thread looks, every `period_s`:
+
+- at the run's containers, by its label: gone, or no longer running (exited, dead), is a
+  failure at once; a paused container is a fault, not a failure;
+- at the Docker engine: silent for longer than `docker_silence_s` is a failure;
+- at the brokers, with a Kafka ApiVersions request on each one's host port (what every client
+  sends first; any answer, even an error, means the broker is there): none answering for longer
+  than `unreachable_after_s` is a failure. Faults make every broker unreachable for a while
+  (kill, pause or power-off of all), so the caller sets the bound above its longest fault.
+A TCP connect alone proves nothing: Docker's port proxy accepts for a broker that is dead.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+import docker
+
+from harness.provision.settings import RUN_LABEL
+
+if TYPE_CHECKING:
+    from harness.cluster.kafka_cluster import KafkaCluster
+
+log = logging.getLogger(__name__)
+
+LIVE_STATES = ("running", "paused", "restarting")  # paused: the pause nemesis may do that
+API_VERSIONS = 18
+
+
+def api_versions_request(correlation_id: int, client_id: bytes = b"kh-watch") -> bytes:
+    """ApiVersions v0 (empty body), which every broker since 0.10.0 answers, with its size prefix."""
+    header = struct.pack(">hhih", API_VERSIONS, 0, correlation_id, len(client_id)) + client_id
+    return struct.pack(">i", len(header)) + header
+
+
+def broker_answers(port: int, timeout_s: float = 1.5, host: str = "127.0.0.1") -> bool:
+    """True when a Kafka broker on host:port answers an ApiVersions request within the timeout."""
+    correlation = int(time.monotonic_ns() & 0x7FFFFFFF)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.settimeout(timeout_s)
+            sock.sendall(api_versions_request(correlation))
+            reply = b""
+            while len(reply) < 8:  # size, correlation id; at most 8 reads of one byte
+                chunk = sock.recv(8 - len(reply))
+                if not chunk:
+                    return False
+                reply += chunk
+    except OSError:
+        return False
+    return struct.unpack(">ii", reply)[1] == correlation
+
+
+class ClusterWatch:
+    """See the module docstring. `failure` is None until the cluster is seen gone, then the reason."""
+
+    def __init__(self, cluster: "KafkaCluster", unreachable_after_s: float = 60.0, period_s: float = 1.0,
+                 docker_silence_s: float = 20.0, client: Any = None) -> None:
+        self.run_id = cluster.run_id
+        self.containers = {n.container.get_wrapped_container().name: n.hostname for n in cluster.nodes}
+        self.ports = {b.node_id: b.host_port for b in cluster.brokers if b.host_port}
+        self.unreachable_after_s, self.period_s, self.docker_silence_s = unreachable_after_s, period_s, docker_silence_s
+        self.client = client
+        self.failure: str | None = None
+        self.failed_at: float | None = None  # time.monotonic() when the failure was seen
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_answer = self._last_docker = time.monotonic()
+
+    def __enter__(self) -> "ClusterWatch":
+        self.client = self.client or docker.from_env()
+        self._last_answer = self._last_docker = time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name=f"watch-{self.run_id}", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while self.failure is None and not self._stop.wait(self.period_s):
+            try:
+                reason = self.check(time.monotonic())
+            except Exception as exc:  # a watch that dies must not take the run with it
+                log.warning("cluster watch of %s stopped: %s", self.run_id, exc)
+                return
+            if reason is not None:
+                self.failure, self.failed_at = reason, time.monotonic()
+                log.error("run %s: %s", self.run_id, reason)
+
+    def check(self, now: float) -> str | None:
+        """One look: the reason the cluster is gone, or None."""
+        gone = self.containers_gone(now)
+        if gone is not None:
+            return gone
+        if any(broker_answers(port) for port in self.ports.values()):
+            self._last_answer = now
+            return None
+        silent = now - self._last_answer
+        if silent > self.unreachable_after_s:
+            return (f"no broker has answered for {silent:.0f} s (bound {self.unreachable_after_s:.0f} s): "
+                    f"every broker ({', '.join(f'127.0.0.1:{p}' for p in self.ports.values())}) is unreachable")
+        return None
+
+    def containers_gone(self, now: float) -> str | None:
+        try:
+            listed = self.client.api.containers(all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"})
+        except Exception as exc:  # the engine under load may be slow: only a long silence counts
+            if now - self._last_docker > self.docker_silence_s:
+                return f"the Docker engine has not answered for {now - self._last_docker:.0f} s: {exc}"
+            return None
+        self._last_docker = now
+        states = {name.lstrip("/"): c.get("State", "") for c in listed for name in c.get("Names", [])}
+        missing = sorted(n for n in self.containers if n not in states)
+        stopped = sorted(f"{n} ({states[n]})" for n in self.containers if n in states and states[n] not in LIVE_STATES)
+        if missing:
+            return f"the cluster's containers were removed from outside the harness: {', '.join(missing)}"
+        if stopped:
+            return f"the cluster's containers stopped: {', '.join(stopped)}"
+        return None
