@@ -22,4 +22,5 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_of(store: Path, suffix: str) -> Path:
-    return next(p for p in store.iterdir() if p.name.endswith(suffix))
+    # The whole name after the timestamp: "nonmonotonic-send" must not find "...-int-nonmonotonic-send".
+    return next(p for p in store.iterdir() if p.name.split("-", 1)[-1] == suffix)

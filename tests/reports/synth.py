@@ -119,6 +119,36 @@ def _inject(add: Any, anomaly: str, logs: dict, t: float) -> None:
     elif anomaly == "aborted-read":
         send(800, new, None, "fail"); poll(900, [(o, new)], 0.5)
     else:
+        _inject_txn(add, anomaly, t, k, o, new, len(logs[1]) + 5)
+
+
+def _inject_txn(add: Any, anomaly: str, t: float, k: int, o: int, new: int, o1: int) -> None:
+    """The transactional anomalies, as tests/analysis/histories.py injects them (key 1 at o1)."""
+    def txn(p: int, type_: str, sends: list, records: list = (), dt: float = 0.0) -> None:
+        add(t + dt, p, "invoke", "txn", {"sends": [{"key": kk, "value": v} for kk, v, _ in sends], "records": []})
+        add(t + dt + 0.004, p, type_, "txn", {"sends": [{"key": kk, "value": v, "offset": oo, "epoch": None} for kk, v, oo in sends],
+                                              "records": [{"key": kk, "offset": oo, "value": v, "epoch": 0} for kk, oo, v in records]})
+
+    def poll(p: int, records: list, dt: float) -> None:
+        add(t + dt, p, "invoke", "poll", None)
+        add(t + dt + 0.003, p, "ok", "poll", {"records": [{"key": kk, "offset": oo, "value": v, "epoch": 0} for kk, oo, v in records]})
+
+    if anomaly == "int-nonmonotonic-send":
+        txn(810, "info", [(k, new, o + 1), (k, new + 1, o)])
+    elif anomaly == "int-send-skip":
+        txn(810, "info", [(k, new, o), (k, new + 1, o + 2)]); poll(900, [(k, o + 1, new + 2)], 0.5)
+    elif anomaly == "int-nonmonotonic-poll":
+        txn(810, "fail", [], [(k, o, new), (k, o, new)])
+    elif anomaly == "int-poll-skip":
+        txn(810, "fail", [], [(k, o, new), (k, o + 2, new + 2)]); poll(900, [(k, o + 1, new + 1)], 0.5)
+    elif anomaly == "precommitted-read":
+        txn(810, "ok", [(k, new, o)], [(k, o, new)])
+    elif anomaly == "G0":
+        txn(810, "ok", [(k, new, o), (1, new + 1, o1 + 1)]); txn(811, "ok", [(k, new + 2, o + 1), (1, new + 3, o1)], dt=0.1)
+        poll(900, [(k, o, new), (k, o + 1, new + 2)], 0.5); poll(901, [(1, o1, new + 3), (1, o1 + 1, new + 1)], 0.5)
+    elif anomaly == "G1c":
+        txn(810, "ok", [(k, new, o)], [(1, o1, new + 1)]); txn(811, "ok", [(1, new + 1, o1)], [(k, o, new)], dt=0.1)
+    else:
         raise ValueError(anomaly)
 
 
@@ -161,7 +191,7 @@ def _injected_ops(events: list[dict]) -> list[dict]:
         v = e.get("value")
         if e["type"] == "invoke" or not isinstance(v, dict):
             continue
-        recs = v.get("records") or ([v] if e["f"] == "send" else [])
+        recs = (v.get("records") or []) + (v.get("sends") or [] if e["f"] == "txn" else []) or ([v] if e["f"] == "send" else [])
         for r in recs:
             if isinstance(r.get("value"), int) and r["value"] >= 10**9:
                 ops.append({"index": e["index"], "time": e["time"], "process": str(e["process"]), "f": e["f"],
@@ -198,6 +228,8 @@ def make_results(run_dir: Path, anomaly: str | None) -> dict:
             read = next(o for o in ops if o["f"] == "poll")
             write = {**first, "offset": None}
             ex = {"value": read["value"], "key": read["key"], "offset": read["offset"], "ops": [read, write]}
+        elif anomaly not in ("nonmonotonic-send", "nonmonotonic-poll", "poll-skip"):  # the transactional kinds
+            ex = {"key": first["key"], "value": first["value"], "ops": ops[:4]}
         else:  # pairs: nonmonotonic-send/-poll, poll-skip
             pair = [o for o in ops if o["f"] == ("send" if anomaly == "nonmonotonic-send" else "poll")][:2]
             ex = {"key": pair[0]["key"], "process": pair[0]["process"], "offsets": [o["offset"] for o in pair],
