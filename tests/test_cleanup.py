@@ -70,6 +70,9 @@ def test_a_run_with_one_live_owner_among_its_resources_is_kept():
     run = RunLeftovers("r", owners=[Owner(me.host, me.pid, me.start + 1, me.space), me, None])
     decide(run, named=False, force=False)
     assert run.state == ALIVE and not run.remove
+    run = RunLeftovers("r", owners=[Owner(me.host, me.pid, me.start + 1, me.space), None])  # a folder without owner.json
+    decide(run, named=False, force=False)
+    assert run.state == DEAD and run.remove
 
 
 HOLDER = """

@@ -284,7 +284,7 @@ class KafkaCluster:
         if failures:
             raise ClusterError(
                 f"teardown of run {self.run_id} left resources behind: {'; '.join(failures)}",
-                hint=f"run `python -m harness cleanup --run-id {self.run_id}`",
+                hint=f"once this process has exited, `python -m harness cleanup` removes them (now: add `--run-id {self.run_id} --all`)",
             )
 
     def describe(self) -> dict[str, Any]:

@@ -102,8 +102,11 @@ def survey(run_id: str | None, client: docker.DockerClient) -> dict[str, RunLeft
 
 def decide(run: RunLeftovers, named: bool, force: bool) -> None:
     """Judge the run's owner(s) and set whether it goes; see the table in the module docstring.
-    Should its resources name different owners, the most alive one counts."""
-    judgements = [judge(o) for o in dict.fromkeys(run.owners)] or [judge(None)]
+    One process makes all of a run's resources: a resource without an owner beside ones with it
+    (a folder whose owner.json was never written) does not make the owner unknown. Should they
+    name different owners, the most alive one counts."""
+    recorded = [o for o in dict.fromkeys(run.owners) if o is not None]
+    judgements = [judge(o) for o in recorded] or [judge(None)]
     rank = {ALIVE: 0, UNKNOWN: 1, DEAD: 2}
     best = min(judgements, key=lambda j: rank[j.state])
     run.state, run.reason = best.state, best.reason
