@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import logging
 import shlex
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, TypeVar
 
 from harness.cluster import KafkaCluster
 from harness.cluster.watch import ClusterWatch
@@ -31,6 +32,7 @@ from harness.run_config import TOPIC, WORKLOADS, RunConfig
 from harness.run_dir import RunDirectory, prepare_store
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 __all__ = ["FaultPhase", "RunConfig", "RunResult", "TOPIC", "WORKLOADS", "prepare_store", "run"]
 
@@ -87,12 +89,36 @@ def unreachable_bound(faults: FaultPhase | None) -> float:
 
 def fail_if_gone(watch: ClusterWatch, workload: Any) -> None:
     """Fail the run at once (FAILED names the cause) when the watch has seen its cluster vanish;
-    the clients get a few seconds to stop, so that no thread sends into nothing for minutes."""
+    the clients get 2 s to stop (their sends go nowhere now), so that no thread sends into nothing for minutes."""
     if watch.failure is None:
         return
-    workload.stop(timeout_s=5.0)
+    workload.stop(timeout_s=2.0)
     raise ClusterError(f"the cluster vanished during the run: {watch.failure}.",
                        hint="the run's history up to that moment stays in its run directory; nothing was checked")
+
+
+def watched(watch: ClusterWatch, workload: Any, step: Callable[[], T]) -> T:
+    """`step()` (heal, stop, drain: each bounded by its own timeouts) in a helper thread while the
+    watch is checked four times a second: a cluster that vanishes meanwhile fails the run now, not
+    when the step's timeout runs out (the heal waits up to 120 s for full ISRs). An abandoned step
+    ends by its own timeout."""
+    outcome: dict[str, Any] = {}
+
+    def body() -> None:
+        try:
+            outcome["value"] = step()
+        except BaseException as exc:  # handed to the run's thread below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=body, name="run-step", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.25)
+        fail_if_gone(watch, workload)
+    if "error" in outcome:
+        raise outcome["error"]
+    fail_if_gone(watch, workload)  # e.g. a drain from a vanished cluster proves nothing
+    return outcome["value"]
 
 
 def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressFn | None = None) -> RunResult:
@@ -149,19 +175,17 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
             notify("healing", recorder)
             began = time.monotonic()
             phases["heal"] = round(recorder.elapsed_ns() / 1e9, 3)
-            record["heal"] = faults.heal_and_stop()
+            record["heal"] = watched(watch, workload, faults.heal_and_stop)
             record["nemesis_config"] = faults.describe()  # the schedule as executed: times and targets
             seconds["heal"] = time.monotonic() - began
-            fail_if_gone(watch, workload)
         notify("stopping clients", recorder)
-        workload.stop()
+        watched(watch, workload, workload.stop)
         notify("draining", recorder)
         began = time.monotonic()
         phases["drain"] = round(recorder.elapsed_ns() / 1e9, 3)
-        drain = workload.drain(config.drain_timeout_s).as_json()
+        drain = watched(watch, workload, lambda: workload.drain(config.drain_timeout_s).as_json())
         seconds["drain"] = time.monotonic() - began
         record["drain"] = drain
-        fail_if_gone(watch, workload)  # a drain from a vanished cluster proves nothing
         record["worker_errors"] = workload.errors
         notify("writing history", recorder)
         recorder.close()

@@ -11,6 +11,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -80,6 +81,30 @@ def test_the_probe_is_an_api_versions_v0_request():
     size, key, version, correlation, length = struct.unpack(">ihhih", request[:14])
     assert (size, key, version, correlation, length, request[14:]) == (len(request) - 4, 18, 0, 7, 2, b"me")
     assert broker_answers(1, timeout_s=0.5) is False  # nothing listens on port 1
+
+
+def test_a_cluster_that_vanishes_during_a_long_step_fails_the_run_at_once():
+    from harness.errors import ClusterError
+    from harness.run import watched
+
+    watch, stopped = SimpleNamespace(failure=None), []
+    workload = SimpleNamespace(stop=lambda timeout_s=60.0: stopped.append(timeout_s))
+    release = threading.Event()
+    threading.Timer(0.3, lambda: setattr(watch, "failure", "the cluster's containers were removed")).start()
+    began = time.monotonic()
+    with pytest.raises(ClusterError, match="vanished during the run: the cluster's containers were removed"):
+        watched(watch, workload, lambda: release.wait(20))  # a heal waiting for full ISRs
+    release.set()
+    assert time.monotonic() - began < 3 and stopped == [2.0]
+
+
+def test_a_step_returns_its_value_or_raises_its_error_when_the_cluster_stays():
+    from harness.run import watched
+
+    watch, workload = SimpleNamespace(failure=None), SimpleNamespace(stop=lambda timeout_s=60.0: None)
+    assert watched(watch, workload, lambda: 42) == 42
+    with pytest.raises(ZeroDivisionError):
+        watched(watch, workload, lambda: 1 / 0)
 
 
 @pytest.mark.docker
