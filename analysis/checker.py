@@ -246,6 +246,8 @@ def check_run(run_dir: Path | str, spark: SparkSession | None = None, prefer: st
     run_dir = Path(run_dir)
     out = Path(output) if output is not None else run_dir
     config = read_config(run_dir)
+    if output is not None:
+        out.mkdir(parents=True, exist_ok=True)
     probe_writable(out)
     retire(run_dir, out)
     fingerprint = history_fingerprint(run_dir)
