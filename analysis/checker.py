@@ -18,7 +18,8 @@ from analysis import anomalies as A
 from analysis.history_load import HistoryError, load_history
 from analysis.replica_evidence import NAME as REPLICA_DIVERGENCE, divergence_permitted, read_replica_divergence
 from analysis.permissions import allowed as permitted, effective_profile, model_permitted
-from analysis.producer_evidence import duplicate_hint, out_of_order_sequences
+from analysis.explain import clock as wall_clock
+from analysis.producer_evidence import duplicate_hint, match_duplicates, out_of_order_sequences
 from analysis.registry import ANOMALIES, MAX_EXAMPLES, REGISTRY, Anomaly
 from analysis.results_file import RESULTS, history_fingerprint, probe_writable, retire, write_results
 from analysis.verdict import decide, headline
@@ -110,6 +111,27 @@ def _ops_by_index(d: A.Derived, rows: list[dict]) -> None:
             r["ops"] = [dict(found[i]) for i in r.pop("op_indexes") if i in found]
 
 
+MAX_DUPLICATE_SENDS = 10_000
+
+
+def _duplicate_sends(d: A.Derived, duplicates: DataFrame) -> list[dict[str, Any]]:
+    """Each duplicated value's send: its key, when it was invoked and completed (seconds on the
+    history's clock). For matching the brokers' OutOfOrderSequenceExceptions to them
+    (producer_evidence.match_duplicates); a value sent in a transaction has no invoke of its own."""
+    values = [r["value"] for r in duplicates.select("value").limit(MAX_DUPLICATE_SENDS).collect()]
+    rows = d.events.filter((F.col("f") == "send") & F.col("value.value").isin(values)).select(
+        "type", "time", F.col("value.key").alias("key"), F.col("value.value").alias("value")).collect()
+    sends = {v: {"value": v, "key": None, "invoke_s": None, "complete_s": None} for v in values}
+    for r in sorted(rows, key=lambda r: r["time"]):
+        s = sends[r["value"]]
+        s["key"] = r["key"]
+        if r["type"] == "invoke" and s["invoke_s"] is None:
+            s["invoke_s"] = r["time"] / 1e9
+        elif r["type"] != "invoke" and s["complete_s"] is None:
+            s["complete_s"] = r["time"] / 1e9
+    return list(sends.values())
+
+
 def _find(anomaly: Anomaly, d: A.Derived, pairs: DataFrame) -> DataFrame:
     """The anomaly's findings, by its finder in analysis/<module>.py (registry.py names it). A finder that takes the
     read pairs is given the persisted ones: computing them is the costly part, shared by two."""
@@ -167,6 +189,7 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         if any(counts[name] for name in A.VALUE_LEVEL):
             d.values.persist(A.DERIVED_STORAGE)  # each anomaly found reads it again for examples
         examples = {a.name: _examples(a, findings[a.name], d) if counts[a.name] else [] for a in REGISTRY}
+        dup_sends = _duplicate_sends(d, findings["duplicate"]) if counts.get("duplicate") else None
         timings["examples_s"] = round(time.perf_counter() - t, 3)
     finally:
         if pairs is not None:
@@ -193,6 +216,11 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
             v.forbidden = [*v.forbidden, REPLICA_DIVERGENCE]
             v.reasons = [*v.reasons, f"replicas diverged after healing: {where} (not permitted without unclean election)"]
     sequences = out_of_order_sequences(run_dir) if "duplicate" in v.forbidden else None
+    if sequences is not None:  # which duplicates a refused batch on their partition explains
+        clk = wall_clock(run_dir, config, None)
+        sequences["duplicates_matched"] = match_duplicates(sequences, dup_sends, clk.start_ns if clk.exact else None,
+                                                           (config or {}).get("topic"))
+        del sequences["events"]  # up to 10k parsed lines: the match says what they showed
     hint = duplicate_hint(sequences)
     if hint:
         v.reasons = [*v.reasons, hint]

@@ -11,6 +11,8 @@ lines. The duplicates stay forbidden, because they really are in the log.
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,24 +21,87 @@ ISSUE = "https://github.com/confluentinc/librdkafka/issues/4953"
 MAX_BYTES = 64 << 20  # per log file: bounded work even for a huge log
 
 
+# A broker log line's time ("[2026-11-23 21:53:19,123]"; containers log in UTC), the producer id
+# and the partition in the exception's text (Kafka 0.11 to 4.x spell them as below).
+_LOG_TIME = re.compile(rb"^\[(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}),(\d{3})\]")
+_PRODUCER = re.compile(r"for producer(?:Id)?[ =](\d+)")
+_PARTITION = re.compile(r"in partition (\S+?)-(\d+)\b")
+MAX_EVENTS = 10_000
+# A log line's time is written after the broker refused the batch, to the millisecond, on the
+# same kernel clock as the history's: a little slack either side of a send's window.
+SLACK_NS = 100_000_000
+
+
+def _utc_ns(m: re.Match) -> int:
+    day, hms, ms = (g.decode() for g in m.groups())
+    when = dt.datetime.strptime(f"{day} {hms}", "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp()) * 1_000_000_000 + int(ms) * 1_000_000
+
+
 def out_of_order_sequences(run_dir: Path | str, limit: int = 5) -> dict[str, Any] | None:
-    """Count and quote (up to `limit`) the brokers' OutOfOrderSequenceException lines, or None when
-    the run has no broker logs."""
+    """Count and quote (up to `limit`) the brokers' OutOfOrderSequenceException lines, each with its
+    time (UTC ns, from the nearest timestamped line above: the exception may sit in a stack trace),
+    partition and producer id (`events`, up to MAX_EVENTS); None when the run has no broker logs."""
     logs = sorted(Path(run_dir).glob("brokers/*/server.log"))
     if not logs:
         return None
-    count, examples = 0, []
+    count, examples, events = 0, [], []
     for log in logs:
         with open(log, "rb") as fh:
             data = fh.read(MAX_BYTES)
+        when = None
         for raw in data.splitlines():
+            stamped = _LOG_TIME.match(raw)
+            if stamped:
+                when = _utc_ns(stamped)
             if MARKER.encode() not in raw:
                 continue
             count += 1
+            line = raw.decode("utf-8", "replace").strip()
             if len(examples) < limit:
-                line = raw.decode("utf-8", "replace").strip()
                 examples.append({"broker": log.parent.name, "line": line[line.find(MARKER):][:300]})
-    return {"count": count, "examples": examples, "explanation": ISSUE}
+            if len(events) < MAX_EVENTS:
+                producer, partition = _PRODUCER.search(line), _PARTITION.search(line)
+                events.append({"broker": log.parent.name, "utc_ns": when,
+                               "topic": partition.group(1) if partition else None,
+                               "partition": int(partition.group(2)) if partition else None,
+                               "producer_id": int(producer.group(1)) if producer else None})
+    return {"count": count, "examples": examples, "events": events, "explanation": ISSUE}
+
+
+def match_duplicates(evidence: dict[str, Any] | None, sends: list[dict[str, Any]] | None, start_ns: int | None,
+                     topic: str | None = None) -> dict[str, Any]:
+    """Which duplicated values an OutOfOrderSequenceException explains: one logged on the value's
+    partition (and topic) between its send's invoke and its acknowledgement (± SLACK_NS), and by
+    the same producer id where the history records one for the send. `sends` are the duplicated
+    values' sends ({value, key, invoke_s, complete_s, producer_id?}); `start_ns` is the history's
+    zero on the wall clock (config.json history_start_utc), without which nothing can be matched.
+
+    Why so narrow (issue 19): the nightly suite excused a safe run's duplicates as librdkafka's
+    epoch-bump bug whenever any such line existed anywhere in the run. A duplicate far from any
+    refused batch is not that bug, and must fail the night."""
+    out: dict[str, Any] = {"duplicates": len(sends or []), "explained": 0, "unexplained": [], "matches": []}
+    if start_ns is None:
+        out["why_not"] = "the run recorded no wall-clock start (history_start_utc): log times cannot be placed"
+    for send in sends or []:
+        found = None
+        if start_ns is not None and send.get("invoke_s") is not None and send.get("complete_s") is not None:
+            lo = start_ns + int(send["invoke_s"] * 1e9) - SLACK_NS
+            hi = start_ns + int(send["complete_s"] * 1e9) + SLACK_NS
+            for e in (evidence or {}).get("events") or []:
+                if (e["utc_ns"] is not None and lo <= e["utc_ns"] <= hi and e["partition"] == send["key"]
+                        and (topic is None or e["topic"] in (None, topic))
+                        and (send.get("producer_id") is None or e["producer_id"] == send["producer_id"])):
+                    found = e
+                    break
+        if found is None:
+            out["unexplained"].append(send["value"])
+        else:
+            out["explained"] += 1
+            if len(out["matches"]) < 5:
+                out["matches"].append({"value": send["value"], "broker": found["broker"], "producer_id": found["producer_id"]})
+    out["unexplained"] = out["unexplained"][:20]
+    return out
 
 
 def duplicate_hint(evidence: dict[str, Any] | None) -> str | None:
@@ -51,11 +116,18 @@ def duplicate_hint(evidence: dict[str, Any] | None) -> str | None:
 
 def known_client_duplicates(results: dict[str, Any]) -> str | None:
     """Why a run's verdict is `invalid` for a known client bug and nothing else: its only forbidden
-    anomaly is `duplicate` and the brokers logged OutOfOrderSequenceExceptions (librdkafka #4953).
-    None for every other run. The verdict stays `invalid`; this only lets a caller tell a known
-    librdkafka bug from a finding about Kafka (the nightly suite marks such a run xfail)."""
+    anomaly is `duplicate`, and every duplicated value's send window holds an
+    OutOfOrderSequenceException on its partition (`match_duplicates`; librdkafka #4953). None for
+    every other run, and for results that do not carry that match. The verdict stays `invalid`; this
+    only lets a caller tell a known librdkafka bug from a finding about Kafka (the nightly suite
+    marks such a run xfail)."""
     evidence = results.get("out_of_order_sequences") or {}
+    matched = evidence.get("duplicates_matched") or {}
+    duplicates = (results.get("counts") or {}).get("duplicate")
     if set(results.get("forbidden") or []) != {"duplicate"} or not evidence.get("count"):
         return None
-    return (f"known client bug: {results.get('counts', {}).get('duplicate', '?')} duplicate(s) after "
-            f"{evidence['count']} OutOfOrderSequenceException(s); librdkafka re-sends under a bumped epoch ({ISSUE})")
+    if not duplicates or matched.get("duplicates") != duplicates or matched.get("explained") != duplicates:
+        return None
+    return (f"known client bug: each of {duplicates} duplicate(s) was sent while its partition's broker refused an "
+            f"out-of-order batch ({evidence['count']} OutOfOrderSequenceException(s) in all); librdkafka re-sends "
+            f"under a bumped epoch ({ISSUE})")

@@ -191,9 +191,13 @@ def test_forbidden_duplicates_quote_the_brokers_out_of_order_sequence_errors(spa
 def test_only_duplicates_with_broker_evidence_count_as_the_known_client_bug():
     from analysis.producer_evidence import known_client_duplicates
 
-    evidence = {"count": 2, "examples": [], "explanation": "x"}
+    evidence = {"count": 2, "examples": [], "explanation": "x", "duplicates_matched": {"duplicates": 3, "explained": 3}}
     base = {"forbidden": ["duplicate"], "counts": {"duplicate": 3}, "out_of_order_sequences": evidence}
-    assert "3 duplicate(s) after 2 OutOfOrderSequenceException(s)" in known_client_duplicates(base)
+    assert "each of 3 duplicate(s)" in known_client_duplicates(base)
+    partly = {**evidence, "duplicates_matched": {"duplicates": 3, "explained": 2}}
+    assert known_client_duplicates({**base, "out_of_order_sequences": partly}) is None  # one duplicate unexplained
+    unmatched = {k: v for k, v in evidence.items() if k != "duplicates_matched"}
+    assert known_client_duplicates({**base, "out_of_order_sequences": unmatched}) is None  # no proof, no excuse
     assert known_client_duplicates({**base, "forbidden": ["duplicate", "lost-write"]}) is None  # a loss is never excused
     assert known_client_duplicates({**base, "out_of_order_sequences": {"count": 0}}) is None
     assert known_client_duplicates({**base, "out_of_order_sequences": None}) is None
@@ -248,3 +252,32 @@ def test_struct_parquet_with_a_bad_record_is_named(spark, tmp_path, bad):
         why = "records"
     with pytest.raises(HistoryError, match=rf"index {e['index']}: .*{why}"):
         load_history(spark, _struct_parquet(tmp_path, events))
+
+
+OOOSE = ("[{when}] ERROR [ReplicaManager broker=2] Error processing append operation on partition queue-{p}\n"
+         "org.apache.kafka.common.errors.OutOfOrderSequenceException: Out of order sequence number for producer 1000 "
+         "at offset 557 in partition queue-{p}: 286 (incoming seq. number), 284 (current end sequence number)\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when, partition, start, excused", [
+    ("2026-11-22 10:40:13,811", 0, "2026-11-22T10:40:13.811Z", True),   # in the send's window, its partition
+    ("2026-11-22 10:40:13,811", 6, "2026-11-22T10:40:13.811Z", False),  # another partition
+    ("2026-11-22 10:40:19,000", 0, "2026-11-22T10:40:13.811Z", False),  # 5 s after the acknowledgement
+    ("2026-11-22 10:40:13,811", 0, None, False),                        # no wall-clock start: cannot place it
+])
+def test_the_known_client_bug_excuses_only_duplicates_sent_while_their_partition_refused_a_batch(
+        spark, tmp_path, when, partition, start, excused):
+    """Issue 19: any OutOfOrderSequenceException anywhere in the run used to excuse every duplicate."""
+    from analysis.producer_evidence import known_client_duplicates
+
+    config = {"profile": {"name": "safe"}, "drain": {"complete": True}, "topic": "queue", "run_id": "synthetic"}
+    if start:
+        config["history_start_utc"] = start
+    run = write_run(tmp_path, written_twice().events, config)
+    (run / "brokers" / "2").mkdir(parents=True)
+    (run / "brokers" / "2" / "server.log").write_text(OOOSE.format(when=when, p=partition))
+    results = check_run(run, spark)
+    matched = results["out_of_order_sequences"]["duplicates_matched"]
+    assert results["forbidden"] == ["duplicate"] and matched["duplicates"] == 1
+    assert (matched["explained"] == 1) is excused and bool(known_client_duplicates(results)) is excused
