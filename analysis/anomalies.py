@@ -287,8 +287,12 @@ def read_pairs(d: Derived) -> DataFrame:
         prev("offset").alias("prev_offset"), prev("value").alias("prev_value"), prev("index").alias("prev_index"),
     ).filter(F.col("prev_offset").isNotNull() & (F.col("offset") != F.col("prev_offset") + 1))
     resets = d.events.filter(F.col("type").isin("ok", "info") & F.col("f").isin(*RESET_FS)).select(
-        F.col("process").alias("reset_process"), F.col("index").alias("reset_index"))
-    between = ((F.col("reset_process") == F.col("process"))
+        F.col("process").alias("reset_process"), F.col("index").alias("reset_index"),
+        F.col("value.keys").alias("reset_keys"), F.col("value.seek").alias("reset_seek"))
+    # An assign that still covers the key and seeks nothing leaves its position alone (as Jepsen
+    # keeps the sequence): it resets only keys it drops, or all when it seeks.
+    resets_key = F.col("reset_seek").isNotNull() | ~F.coalesce(F.array_contains("reset_keys", F.col("key")), F.lit(False))
+    between = ((F.col("reset_process") == F.col("process")) & resets_key
                & (F.col("reset_index") > F.col("prev_index")) & (F.col("reset_index") < F.col("index")))
     return candidates.join(resets, between, "left_anti")
 

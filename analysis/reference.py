@@ -63,7 +63,9 @@ def findings(events: Iterable[dict[str, Any]]) -> dict[str, set]:
                 max_read[r["key"]] = max(max_read.get(r["key"], -1), r["offset"])
                 read_seq.append((p, r["key"], r["offset"], r["value"]))
         elif f in ("assign", "subscribe") and t in ("ok", "info"):
-            read_seq.append((p, None, None, None))  # a reset: the read order starts over
+            # A reset: the read order starts over, except on keys it still covers without a seek.
+            kept = frozenset((v or {}).get("keys") or []) if (v or {}).get("seek") is None else frozenset()
+            read_seq.append((p, None, kept, None))
 
     out: dict[str, set] = {a: set() for a in ANOMALIES}
 
@@ -97,7 +99,7 @@ def findings(events: Iterable[dict[str, Any]]) -> dict[str, set]:
     last: dict[Any, dict[int, tuple[int, int]]] = defaultdict(dict)
     for n, (p, k, o, val) in enumerate(read_seq):
         if k is None:
-            last[p] = {}
+            last[p] = {key: at for key, at in last[p].items() if key in o}  # o: the keys kept
             continue
         if k in last[p]:
             po, pv = last[p][k]

@@ -58,8 +58,9 @@ REGISTRY: tuple[Anomaly, ...] = (
     Anomaly("nonmonotonic-poll",
             "within one process, two successive reads of the same key — inside one poll, or in two "
             "`ok` polls or txns with no `ok`/`info` assign or subscribe of that process between "
-            "them — whose offsets do not strictly increase: the consumer went backwards or read a "
-            "position twice.",
+            "them that resets the key (one that seeks, or no longer covers the key; one with "
+            "`seek` null that still covers it keeps the sequence) — whose offsets do not strictly "
+            "increase: the consumer went backwards or read a position twice.",
             "adjacent pair of reads", "nonmonotonic_poll", ("key",)),
     Anomaly("poll-skip",
             "two successive reads as for nonmonotonic-poll, where the second is beyond the first by "

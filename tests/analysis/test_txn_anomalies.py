@@ -58,6 +58,8 @@ def _disjoint(histories: list[list[dict]]) -> list[dict]:
                 v = dict(v)
                 if e["f"] == "send":
                     v["key"], v["value"] = shift_key(v["key"]), v["value"] + 1000 * i
+                if "keys" in v:
+                    v["keys"] = [shift_key(k) for k in v["keys"]]
                 for field in ("sends", "records"):
                     if field in v:
                         v[field] = [{**r, "key": shift_key(r["key"]), "value": r["value"] + 1000 * i} for r in v[field]]
@@ -128,3 +130,41 @@ def test_spark_and_reference_agree_on_random_txn_histories(spark, tmp_path):
 
     events = _disjoint([random_txn_history(s) for s in range(6)])
     assert check_history(spark, write_run(tmp_path / "rnd", events), None)["counts"] == reference.counts(events)
+
+
+def _read_across(reset: tuple[str, list[int], str | None] | None) -> list[dict]:
+    """Jepsen's nonmonotonic-poll-test shape: process 0 reads x 1 2 3, then 2 3 4, with an assign
+    or subscribe of `reset` = (f, keys, seek) between."""
+    b = Builder()
+    for o in range(5):
+        b.send(9, 0, o + 1, o)
+    b.poll(0, [(0, 1, 2), (0, 2, 3), (0, 3, 4)])
+    if reset:
+        f, keys, seek = reset
+        b.add(0, "invoke", f, {"keys": keys, "seek": seek})
+        b.add(0, "ok", f, {"keys": keys, "seek": seek})
+    b.poll(0, [(0, 2, 3), (0, 3, 4), (0, 4, 5)])
+    b.poll(1, [(0, o, o + 1) for o in range(5)])
+    return b.events
+
+
+@pytest.mark.parametrize("reset, found", [
+    (None, 1),
+    (("assign", [0, 1], None), 1),  # still covers key 0 and seeks nothing: the sequence goes on
+    (("subscribe", [0, 1], None), 1),
+    (("assign", [1], None), 0),  # drops key 0: its sequence starts over
+    (("assign", [0, 1], "committed"), 0),  # seeks: starts over
+    (("assign", [0, 1], "beginning"), 0),
+])
+def test_an_assign_that_covers_the_key_and_seeks_nothing_keeps_its_reads(reset, found):
+    assert reference.counts(_read_across(reset))["nonmonotonic-poll"] == found
+
+
+@pytest.mark.slow
+def test_spark_keeps_the_read_sequence_across_an_assign_that_covers_the_key(spark, tmp_path):
+    from analysis.checker import check_history
+
+    cases = [None, ("assign", [0, 1], None), ("assign", [1], None), ("assign", [0, 1], "committed")]
+    events = _disjoint([_read_across(c) for c in cases])
+    counts = check_history(spark, write_run(tmp_path / "assign", events), None)["counts"]
+    assert counts == reference.counts(events) and counts["nonmonotonic-poll"] == 2
