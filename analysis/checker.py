@@ -51,6 +51,13 @@ def drain_status(config: dict[str, Any] | None) -> tuple[bool | None, dict[str, 
     return drain["complete"], ({str(k): int(v) for k, v in hws.items()} if isinstance(hws, dict) else None)
 
 
+def drain_undrained(config: dict[str, Any] | None) -> dict[str, str]:
+    """config.json["drain"]["undrained"] = {"<key>": "why"}: the partitions the final drain did not
+    read to their end (e.g. offline, no leader); absent (older runs) → {}."""
+    undrained = ((config or {}).get("drain") or {}).get("undrained")
+    return {str(k): str(v) for k, v in undrained.items()} if isinstance(undrained, dict) else {}
+
+
 def worker_errors(config: dict[str, Any] | None) -> list[str]:
     """The client workers that died (config.json "worker_errors"), unless the run allowed them
     ("allow_worker_errors": true, `harness run --allow-worker-errors`)."""
@@ -204,7 +211,7 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
     allow, rules = set(allow) | model, [*rules, *why]
     v = decide(counts, allow, complete, truncated=history.truncated, ops=history.count,
                ok_ops=sum((history.op_stats.get(f) or {}).get("ok", 0) for f in ("send", "txn", "poll")),
-               worker_errors=worker_errors(config))
+               worker_errors=worker_errors(config), undrained=drain_undrained(config))
     replicas = read_replica_divergence(run_dir)
     if replicas is not None and replicas["diverged"]:
         where = f"{replicas['diverged_offsets']} offset(s) from offset {replicas['first_offset']}"
@@ -238,7 +245,7 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         "allowed_by": rules,
         "examples": examples,
         "op_stats": history.op_stats,
-        "drain": {"complete": complete, "high_watermarks": hws},
+        "drain": {"complete": complete, "high_watermarks": hws, "undrained": drain_undrained(config)},
         "replica_divergence": replicas,
         "out_of_order_sequences": sequences,
         "history": {"path": str(history.path), "format": history.format, "events": history.count,

@@ -25,13 +25,15 @@ def decide(
     ops: int = 1,
     ok_ops: int | None = None,
     worker_errors: list[str] | tuple[str, ...] = (),
+    undrained: dict[str, str] | None = None,
 ) -> Verdict:
     """invalid if any anomaly not permitted was found (unseen only counts when the final drain is
     known to have completed: before that an unseen record may merely be unread); otherwise
     unknown if the evidence cannot support "valid": the history is truncated or empty, no write
     and no read completed ok (`ok_ops` == 0: nothing was checked), client workers died
     (`worker_errors`, which config.json lists unless the user allowed them), or unseen records
-    remain with the drain incomplete/unknown; otherwise valid.
+    remain with the drain incomplete/unknown (`undrained`: the partitions it did not read to their
+    end, and why, e.g. an offline partition on an old broker: issue 21); otherwise valid.
 
     Why an empty or clientless run is not valid (issue 19): a run whose producers all died at
     once (librdkafka's fatal _UNSUPPORTED_FEATURE against a 0.10 broker) acknowledged nothing,
@@ -57,8 +59,14 @@ def decide(
                        f"would have done (first: {str(worker_errors[0])[:200]})")
     if counts.get("unseen", 0) and "unseen" not in allowed and not drain_complete:
         state = "did not complete" if drain_complete is False else "status is unknown (config.json has no drain)"
-        reasons.append(f"{counts['unseen']} acknowledged write(s) unseen and the final drain {state}")
+        why = "; ".join(f"partition {p}: {r}" for p, r in sorted((undrained or {}).items(), key=lambda kv: _key(kv[0])))
+        reasons.append(f"{counts['unseen']} acknowledged write(s) unseen and the final drain {state}"
+                       + (f" (not drained: {why})" if undrained else ""))
     return Verdict("unknown" if reasons else "valid", [], reasons)
+
+
+def _key(partition: str) -> tuple[int, str]:
+    return (int(partition), "") if partition.isdigit() else (1 << 62, partition)
 
 
 # The headline's numbers, in reading order. Each anomaly kind counts in exactly one of them, so

@@ -158,7 +158,7 @@ def run_command(ctx: click.Context, config_file: Path | None, replay: Path | Non
     with RunProgress(config.time_limit_s) as progress:
         result = run(config, faults=faults, progress=progress.update)
     drain = result.drain
-    state = "complete" if drain["complete"] else f"[yellow]timed out on partitions {drain['timed_out_partitions']}[/yellow]"
+    state = "complete" if drain["complete"] else f"[yellow]not drained: {drain.get('undrained') or drain['timed_out_partitions']}[/yellow]"
     counts = result.counts
     console.print(
         f"run {result.run_id}: {counts.get('ok', 0)} ok, {counts.get('fail', 0)} fail, {counts.get('info', 0)} info; "

@@ -26,7 +26,7 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.history import Recorder
 from workloads.clients import ConsumerClient, ProcessIds, ProducerClient
-from workloads.drain import DrainResult, drain_one, high_watermarks
+from workloads.drain import DrainResult, drain_one, probe_high_watermarks
 from workloads.pacing import Pacer
 from workloads.profiles import Profile
 
@@ -168,10 +168,14 @@ class QueueWorkload:
 
     # --- the final drain ------------------------------------------------------------
     def drain(self, timeout_s: float = 60.0) -> DrainResult:
-        """Every consumer (at least one) re-reads every partition from the beginning to its high watermark."""
+        """Every consumer (at least one) re-reads every partition from the beginning to its high
+        watermark. A partition without one (offline: no leader) is left out and reported in
+        `undrained`, so the rest is still drained and checked (issue 21)."""
         began = time.monotonic()
         first_index = self.recorder.events_recorded
-        high = high_watermarks(self.bootstrap, self.topic, range(self.partitions), f"{self.group_id}-hwm")
+        high, offline = probe_high_watermarks(self.bootstrap, self.topic, range(self.partitions), f"{self.group_id}-hwm",
+                                              timeout_s=timeout_s)
+        began_reading = time.monotonic()  # the reads get their own timeout_s after the probe
         results: list[set[int]] = []
         processes: list[int] = []
         lock = threading.Lock()
@@ -181,7 +185,7 @@ class QueueWorkload:
             with lock:
                 processes.append(client.process)
             try:
-                timed_out = drain_one(client, self.partitions, high, began + timeout_s)
+                timed_out = drain_one(client, sorted(high), high, began_reading + timeout_s)
             finally:
                 client.close()
             with lock:
@@ -192,6 +196,9 @@ class QueueWorkload:
             t.start()
         for t in threads:
             t.join(timeout=timeout_s + 30)
-        timed_out_partitions = set().union(*results) if results else set(range(self.partitions))
-        complete = len(results) == len(threads) and not timed_out_partitions
-        return DrainResult(complete, high, sorted(timed_out_partitions), sorted(processes), time.monotonic() - began, first_index)
+        timed_out_partitions = set().union(*results) if results else set(high)
+        undrained = dict(offline)
+        undrained.update({p: f"not read to its high watermark {high[p]} within {timeout_s:g} s" for p in timed_out_partitions})
+        complete = len(results) == len(threads) and not undrained
+        return DrainResult(complete, high, sorted(timed_out_partitions), sorted(processes), time.monotonic() - began,
+                           first_index, undrained)
