@@ -11,7 +11,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.history.faults import FaultKind
+from harness.history.faults import SKIPPED, FaultKind
 
 if TYPE_CHECKING:
     from harness.cluster import KafkaCluster
@@ -66,6 +66,15 @@ class Nemesis:
         log.info("%s %s", f, value)
         if self.recorder is not None:
             self.recorder.nemesis(f, value)
+
+    def skip(self, fault: str, value: dict[str, Any], reason: str) -> dict[str, Any]:
+        """Record a fault that hit nobody as skipped, with why (harness.history.faults.SKIPPED),
+        instead of a start with empty targets that would look like a fault that happened. Its
+        value keeps the replay keys (targets: []), so that a replay skips it too."""
+        value = {**value, "fault": fault, "skipped": reason}
+        log.warning("%s skipped: %s", fault, reason)
+        self.record(SKIPPED, value)
+        return value
 
     def replay_params(self, value: dict[str, Any]) -> dict[str, Any]:
         """What to record in the schedule so that a replay repeats this invoke exactly."""

@@ -24,7 +24,7 @@ from harness.errors import HarnessError
 from harness.history.faults import LOSS, PARTITION
 from nemesis import net
 from nemesis.base import Nemesis
-from nemesis.targets import choose_nodes
+from nemesis.targets import choose_nodes, no_target_reason
 
 if TYPE_CHECKING:
     from harness.cluster.node import Node
@@ -133,9 +133,15 @@ class PartitionNemesis(Nemesis):
         elif victims is not None and grudge is not None:
             value = self.apply(shape, {int(k): set(v) for k, v in grudge.items()}, victims, aimed, note, recorded=True)
         elif victims is not None and shape in ("one", "leader", "controller"):  # targets named, no grudge: isolate them
+            if not victims:
+                return self.skip(PARTITION.start, {"shape": shape, "targets": [], "roles": self.roles([]), **aimed},
+                                 "the replayed event names no broker")
             value = self.apply(shape, isolate(victims, self.brokers), victims, aimed, note)
         else:
             found, chosen = self.grudge_for(shape, rng, aimed, look)
+            if not chosen:  # a role with no holder right now: cutting nobody off is no fault
+                return self.skip(PARTITION.start, {"shape": shape, "targets": [], "roles": self.roles([]), **aimed},
+                                 no_target_reason(shape, look, aimed))
             value = self.apply(shape, found, chosen, aimed, note)
         return value
 
@@ -208,8 +214,12 @@ class PacketLossNemesis(Nemesis):
         assert self.cluster is not None
         look = self.look()
         victims, note = self.replay_nodes(params)
+        target = params.get("target", self.target)
         if victims is None:
-            victims = choose_nodes(self.cluster, params.get("target", self.target), rng, self.topic, roles=look)
+            victims = choose_nodes(self.cluster, target, rng, self.topic, roles=look)
+        if not victims:
+            return self.skip(LOSS.start, {"targets": [], "roles": self.roles([]), "probability": self.probability},
+                             "the replayed event names no broker" if note == "recorded targets" else no_target_reason(target, look))
         others = [b for b in self.brokers if b not in victims]
         self.active = True
         value = {"targets": [v.node_id for v in victims], "roles": self.roles(victims), "probability": self.probability}

@@ -15,7 +15,7 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.history.faults import KILL, PAUSE
 from nemesis.base import Nemesis
-from nemesis.targets import NODE_TARGETS, choose_nodes
+from nemesis.targets import NODE_TARGETS, choose_nodes, no_target_reason
 
 
 class ProcessNemesis(Nemesis):
@@ -51,6 +51,8 @@ class ProcessNemesis(Nemesis):
         value = {"target": target, "targets": [n.node_id for n in nodes], "roles": self.roles(nodes), **aimed, "pids": pids}
         if note is not None:
             value["replay"] = note
+        if not nodes:
+            return self.skip(self.start_f, value, self.why_nobody(target, chosen, note, look, aimed))
         self.record(self.start_f, value)
         for node in nodes:
             self.victims[node.node_id] = self.hit(node)
@@ -65,6 +67,13 @@ class ProcessNemesis(Nemesis):
         value = {"targets": [int(k) for k in undone], "pids": undone}
         self.record(self.stop_f, value)
         return value
+
+    def why_nobody(self, target: str, chosen: list[Any], note: str | None, look: Any, aimed: dict[str, Any]) -> str:
+        if chosen:
+            return f"every broker chosen ({sorted(n.node_id for n in chosen)}) is already hit by {self.name}"
+        if note == "recorded targets":
+            return "the replayed event names no broker"
+        return no_target_reason(target, look, aimed)
 
     def hit(self, node: Any) -> int | None:
         raise NotImplementedError

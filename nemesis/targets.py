@@ -74,6 +74,17 @@ def leader_node(cluster: "KafkaCluster", roles: Roles, rng: random.Random,
     return cluster.node(leader) if leader >= 0 else None
 
 
+def no_target_reason(target: str, roles: Roles | None, aimed: dict[str, Any] | None = None) -> str:
+    """Why `target` resolved to no broker just now, in words for the history's skipped event."""
+    if target == "leader" and roles is not None:
+        if not roles.leaders:
+            return f"no leader of topic {roles.topic} found in the metadata (no majority of brokers agrees on its partitions)"
+        return f"partition {(aimed or {}).get('partition', '?')} has no leader in the metadata"
+    if target == "controller":
+        return "no active controller found in the metadata"
+    return f"target {target!r} named no broker"
+
+
 def choose_nodes(cluster: "KafkaCluster", target: str, rng: random.Random, topic: str | None = None,
                  aimed: dict[str, Any] | None = None, roles: Roles | None = None) -> list["Node"]:
     """The brokers that `target` names right now; an empty list when the role has no holder."""

@@ -33,6 +33,10 @@ BY_START = {k.start: k for k in KINDS}
 STOPS = {k.stop for k in KINDS}
 HEAL = "heal"  # the fault runner's final event: every fault healed (value: what each package did)
 ERROR = "nemesis-error"  # a fault that raised; the run goes on
+# A fault whose target resolved to no broker (e.g. `leader` while the metadata names no leader of
+# the topic: a 0.10.2.2 run of issue 21 cut and killed "nobody" from 90 s on). Recorded instead of
+# a start with empty targets, with the reason in "skipped": a point in time, never a band.
+SKIPPED = "nemesis-skipped"
 
 
 def ended_by(stop: str) -> tuple[FaultKind, ...]:
