@@ -99,8 +99,11 @@ def _facts(run_dir: Path, config: dict[str, Any] | None, cluster: dict[str, Any]
                  if isinstance(prof, dict) else (run.get("profile") or "safe (no config.json)"))
     seconds = c.get("seconds") or {}
     drain = c.get("drain") or {}
+    undrained = drain.get("undrained") or {}  # partition -> why (absent in older runs)
     drain_text = ("complete" if drain.get("complete") else
-                  f"INCOMPLETE (timed out on partitions {drain.get('timed_out_partitions')})") if drain else "not recorded"
+                  ("INCOMPLETE (not drained: " + "; ".join(f"partition {p}: {why}" for p, why in undrained.items()) + ")"
+                   if undrained else f"INCOMPLETE (timed out on partitions {drain.get('timed_out_partitions')})")
+                  ) if drain else "not recorded"
     nem = c.get("nemesis", run.get("nemesis"))
     facts = [
         ("run id", c.get("run_id", run_dir.name)),

@@ -320,7 +320,7 @@ class ScenarioContext:
         except KafkaException as exc:
             self.step("drain: high watermark unavailable", error=str(exc))
             return {"complete": False, "high_watermarks": {}, "timed_out_partitions": [0], "processes": [],
-                    "first_index": first_index, "seconds": 0.0}
+                    "undrained": {"0": str(exc)}, "first_index": first_index, "seconds": 0.0}
         client = self.consumer()
         try:
             left = drain_one(client, 1, high, began + timeout_s)

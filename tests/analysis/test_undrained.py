@@ -33,3 +33,10 @@ def test_an_undrained_partition_does_not_excuse_a_loss_seen_elsewhere() -> None:
     v = decide({**ZERO, "unseen": 4, "lost-write": 1}, set(), False, undrained=drain_undrained(CONFIG))
     assert v.verdict == "invalid" and v.forbidden == ["lost-write"]
     assert decide(ZERO, set(), False, undrained=drain_undrained(CONFIG)).verdict == "valid"
+
+
+def test_the_report_names_the_undrained_partitions(tmp_path) -> None:
+    from analysis.report import _facts
+
+    facts = dict(_facts(tmp_path, CONFIG, None, None))
+    assert facts["final drain"].startswith(f"INCOMPLETE (not drained: partition 0: {OFFLINE}; partition 10: ")
