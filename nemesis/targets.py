@@ -32,15 +32,23 @@ class Roles:
     leaders: dict[int, int] = field(default_factory=dict)  # partition -> leader id (-1: none)
     topic: str | None = None
     error: str | None = None  # why the cluster could not answer
+    answered: list[int] | None = None  # brokers whose metadata was asked for the leaders (None: not asked)
+    agreed: bool | None = None  # whether a majority of those agreed on the topic's state
 
     @classmethod
     def now(cls, cluster: "KafkaCluster", topic: str | None) -> "Roles":
+        from harness.cluster.metadata_views import majority_view
+
         roles = cls(topic=topic)
         try:
             controller = cluster.active_controller()
             roles.controller = controller.node_id if controller is not None else None
-            if topic is not None:
-                roles.leaders = {p: s["leader"] for p, s in cluster.partition_state(topic).items()}
+            if topic is not None:  # cluster.partition_state, keeping who answered for a skip's reason
+                views = cluster.broker_views()
+                roles.answered = sorted(views)
+                view = majority_view(views, topic)
+                roles.agreed = view is not None
+                roles.leaders = {p: s["leader"] for p, s in (view.topics.get(topic, {}) if view else {}).items()}
         except Exception as exc:  # a partitioned cluster may not answer; the fault may still happen
             roles.error = str(exc)[:300]
             log.debug("roles unavailable: %s", exc)
@@ -78,7 +86,11 @@ def no_target_reason(target: str, roles: Roles | None, aimed: dict[str, Any] | N
     """Why `target` resolved to no broker just now, in words for the history's skipped event."""
     if target == "leader" and roles is not None:
         if not roles.leaders:
-            return f"no leader of topic {roles.topic} found in the metadata (no majority of brokers agrees on its partitions)"
+            why = ("no broker answered a metadata request" if roles.answered == [] else
+                   f"the brokers that answered ({roles.answered}) do not list it" if roles.agreed else
+                   f"no majority of the brokers that answered ({roles.answered}) agrees on its partitions"
+                   if roles.answered else "no majority of brokers agrees on its partitions")
+            return f"no leader of topic {roles.topic} found in the metadata ({why})"
         return f"partition {(aimed or {}).get('partition', '?')} has no leader in the metadata"
     if target == "controller":
         return "no active controller found in the metadata"

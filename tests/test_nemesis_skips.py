@@ -9,6 +9,7 @@ import random
 from dataclasses import dataclass, field
 
 from analysis.timeline import faults_from
+from harness.cluster.metadata_views import BrokerView
 from harness.history.faults import SKIPPED
 from nemesis.partition import PacketLossNemesis, PartitionNemesis
 from nemesis.process import KillNemesis, PauseNemesis
@@ -40,6 +41,7 @@ class Cluster:
     leaders: dict[int, int] = field(default_factory=dict)
     controller: int | None = None
     hits: list[str] = field(default_factory=list)
+    answering: tuple[int, ...] = (1, 2, 3)
 
     def __post_init__(self) -> None:
         self.brokers = [Broker(i, self.hits) for i in (1, 2, 3)]
@@ -50,8 +52,10 @@ class Cluster:
     def active_controller(self) -> Broker | None:
         return self.node(self.controller) if self.controller is not None else None
 
-    def partition_state(self, topic: str) -> dict[int, dict]:
-        return {p: {"leader": leader, "replicas": [1, 2, 3], "isr": [1, 2, 3]} for p, leader in self.leaders.items()}
+    def broker_views(self) -> dict[int, BrokerView]:
+        """Every broker answers with the same view (`answering` of them; none: all down or hung)."""
+        topics = {"queue": {p: {"leader": leader, "replicas": [1, 2, 3], "isr": [1, 2, 3]} for p, leader in self.leaders.items()}}
+        return {i: BrokerView(i, (1, 2, 3), topics) for i in self.answering}
 
 
 class Events(list):
@@ -64,12 +68,29 @@ def test_a_kill_of_the_leader_with_no_leader_in_the_metadata_is_skipped_with_the
     kill = KillNemesis(("leader",)).setup(cluster, events, "queue")  # type: ignore[arg-type]
     value = kill.invoke("start", {}, random.Random(1))
     assert events == [(SKIPPED, value)]
-    assert value["skipped"] == "no leader of topic queue found in the metadata (no majority of brokers agrees on its partitions)"
+    assert value["skipped"] == "no leader of topic queue found in the metadata (the brokers that answered ([1, 2, 3]) do not list it)"
     assert value["fault"] == "kill" and value["target"] == "leader" and value["targets"] == []
     assert cluster.hits == [] and kill.victims == {}
     # The schedule keeps it as it was, so that a replay skips it too, and says why.
     replayed = kill.invoke("start", kill.replay_params(value), random.Random(1))
     assert replayed["skipped"] == "the replayed event names no broker"
+
+
+def test_brokers_that_do_not_answer_are_named_as_the_reason() -> None:
+    # As on 0.10.2.2 (issue 21): brokers hung in a shutdown that never ends (KAFKA-4039) answer nothing.
+    cluster, events = Cluster(leaders={0: 1}, answering=()), Events()
+    value = KillNemesis(("leader",)).setup(cluster, events, "queue").invoke("start", {}, random.Random(0))  # type: ignore[arg-type]
+    assert value["skipped"] == "no leader of topic queue found in the metadata (no broker answered a metadata request)"
+
+
+def test_brokers_that_disagree_are_named_as_the_reason() -> None:
+    cluster, events = Cluster(leaders={0: 1}), Events()
+    views = cluster.broker_views()
+    views[3] = BrokerView(3, (1, 2, 3), {"queue": {0: {"leader": 2, "replicas": [1, 2, 3], "isr": [2]}}})
+    del views[1]  # 2 and 3 answer and disagree: no majority
+    cluster.broker_views = lambda: views  # type: ignore[method-assign]
+    value = KillNemesis(("leader",)).setup(cluster, events, "queue").invoke("start", {}, random.Random(0))  # type: ignore[arg-type]
+    assert value["skipped"].endswith("(no majority of the brokers that answered ([2, 3]) agrees on its partitions)")
 
 
 def test_a_leaderless_partition_and_a_missing_controller_are_named() -> None:
