@@ -23,7 +23,7 @@ from harness.errors import HarnessError
 from nemesis.base import Nemesis, NemesisRecorder
 from nemesis.clock import ClockNemesis
 from nemesis.partition import SHAPES, PacketLossNemesis, PartitionNemesis
-from nemesis.power import PowerNemesis
+from nemesis.power import POWER_TARGETS, PowerNemesis
 from nemesis.process import KillNemesis, PauseNemesis
 from harness.history.faults import ERROR, HEAL
 from nemesis.schedule import PACKAGES, FaultEvent, build_schedule, package_rng
@@ -41,13 +41,15 @@ def build_nemeses(
     db_targets: tuple[str, ...] = ("one", "leader", "controller"),
     loss_probability: float = 0.2,
     one_way: bool = False,
+    power_targets: tuple[str, ...] = POWER_TARGETS,
 ) -> dict[str, Nemesis]:
     """The nemesis of each named package, validated; `[]` or `["none"]` means no faults."""
     names = [p for p in packages if p != "none"]
     unknown = [p for p in names if p not in PACKAGES]
     if unknown:
         raise HarnessError(f"unknown nemesis {unknown}", hint=f"use 'none' or any of: {', '.join(PACKAGES)}")
-    bad = [t for t in partition_targets if t not in SHAPES] + [t for t in db_targets if t not in NODE_TARGETS]
+    bad = ([t for t in partition_targets if t not in SHAPES]
+           + [t for t in (*db_targets, *power_targets) if t not in NODE_TARGETS])
     if bad:
         raise HarnessError(f"unknown target(s) {bad}", hint=f"partition targets: {', '.join(SHAPES)}; db targets: {', '.join(NODE_TARGETS)}")
     makers = {
@@ -56,7 +58,7 @@ def build_nemeses(
         "pause": lambda: PauseNemesis(db_targets),
         "clock": lambda: ClockNemesis(),
         "loss": lambda: PacketLossNemesis(loss_probability),
-        "power": lambda: PowerNemesis(),  # its own targets: correlated loss (majority, all) is the point
+        "power": lambda: PowerNemesis(power_targets),  # by default with majority and all: correlated loss
     }
     return {name: makers[name]() for name in names}
 

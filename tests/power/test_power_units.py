@@ -102,3 +102,9 @@ def test_the_loss_model_is_named() -> None:
 def test_power_is_a_package_with_its_own_targets() -> None:
     power = build_nemeses(["power"])["power"]
     assert power.targets == ("one", "leader", "controller", "majority", "all")
+
+
+def test_power_targets_can_be_narrowed_and_are_checked() -> None:
+    assert build_nemeses(["power"], power_targets=("all",))["power"].targets == ("all",)
+    with pytest.raises(HarnessError):
+        build_nemeses(["power"], power_targets=("everyone",))
