@@ -110,7 +110,7 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 @cli.command(name="run")
 @click.option("--brokers", default=D["brokers"], show_default=True, type=click.IntRange(1, 9), help="Number of Kafka brokers.")
 @click.option("--workload", default=D["workload"], show_default=True, help="queue (sends and polls) or txn (transactions, read_committed).")
-@click.option("--profile", default=D["profile"], show_default=True, help="Client profile: safe, no-idempotence, acks1, acks0, minisr1, unclean, autocommit, short-timeout, unsafe.")
+@click.option("--profile", default=D["profile"], show_default=True, help="Client profile: safe, fsync, no-idempotence, acks1, acks0, minisr1, unclean, autocommit, short-timeout, unsafe.")
 @click.option("--time-limit", default=D["time_limit"], show_default=True, type=float, help="Seconds of workload (before heal and drain).")
 @click.option("--rate", default=D["rate"], show_default=True, type=float, help="Target sends per second, over all producers.")
 @click.option("--seed", default=D["seed"], show_default=True, type=int, help="Seed of the schedule (which value goes to which partition, when).")
@@ -131,6 +131,11 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 @click.option("--db-targets", default=D["db_targets"], show_default=True,
               help="Kill/pause targets: one, leader, controller, minority, majority, all.")
 @click.option("--one-way", is_flag=True, default=D["one_way"], help="Partitions cut one direction only.")
+@click.option("--power-targets", default=D["power_targets"], show_default=True,
+              help="Power-loss targets: one, leader, controller, majority, all (nemesis power).")
+@click.option("--power-writeback-s", default=D["power_writeback_s"], type=float,
+              help="Power loss's model: data dirty for this many seconds had reached the disk (default: the worst case, "
+                   "everything not fsynced is lost).")
 @click.option("--loss-probability", default=D["loss_probability"], show_default=True, type=float, help="Packet-loss fault: drop probability.")
 @click.option("--check/--no-check", default=True, show_default=True, help="Check the history (Spark) and write report.html at the end.")
 @click.option("--spark-master", default=None, metavar="URL", help="Spark master for the check (default: SPARK_REMOTE, else local[*]).")
@@ -270,9 +275,13 @@ class RunProgress:
 @click.option("--spark-master", default=None, metavar="URL")
 @click.option("--only", type=click.Choice(["unsafe", "safe"]), default=None,
               help="Run one control only (e.g. re-measure the negative control after a change).")
+@click.option("--nemesis", default="kill,partition", show_default=True,
+              help="Fault packages of every control run, e.g. power (safe is expected to lose data when every broker "
+                   "loses power at once: docs/power.md).")
 def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float, store: str, spark_master: str | None,
-             only: str | None) -> None:
-    """Positive and negative controls: `unsafe` must show loss or divergence under kill+partition, `safe` nothing forbidden.
+             only: str | None, nemesis: str) -> None:
+    """Positive and negative controls: `unsafe` must show loss or divergence under the --nemesis faults (kill+partition
+    by default), `safe` nothing forbidden.
 
     Prints a Markdown table (detection rates and every run). Exit 0 when both controls hold
     (positive: at least 90 % of seeds; negative: every seed valid), 1 when not, 2 on bad input
@@ -283,11 +292,18 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
     from harness.controls import run_controls
     from harness.run_dir import prepare_store
 
+    from harness.run_settings import split_list
+    from nemesis.runner import build_nemeses
+
+    packages = tuple(p for p in split_list(nemesis) if p != "none")
+    build_nemeses(list(packages))  # bad package names: exit 2 before anything starts
+    if not packages:
+        raise click.BadParameter("the controls need at least one fault package", param_hint="--nemesis")
     target = prepare_store(Path(store))
     spark = get_session(spark_master)
     result = run_controls(
         target, list(range(1, seeds + 1)), time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate, spark=spark,
-        profiles=(only,) if only else None, on_run=lambda r: console.print(f"{r.profile} seed {r.seed}: {r.verdict}, lost {r.lost}, diverged {r.diverged}, "
+        profiles=(only,) if only else None, packages=packages, on_run=lambda r: console.print(f"{r.profile} seed {r.seed}: {r.verdict}, lost {r.lost}, diverged {r.diverged}, "
                                        f"duplicated {r.duplicated}"),
     )
     click.echo(result.markdown())

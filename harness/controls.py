@@ -83,6 +83,7 @@ def run_controls(
     spark: Any = None,
     on_run: Callable[[ControlRun], None] | None = None,
     profiles: tuple[str, ...] | None = None,
+    packages: tuple[str, ...] = tuple(FAULTS),
 ) -> Controls:
     """Run both controls (or only `profiles`) for every seed; each run is checked as soon as it ends."""
     finisher = Finisher(spark=spark)  # Spark starts with the first check
@@ -90,8 +91,9 @@ def run_controls(
     for seed in seeds:
         for profile in profiles or (POSITIVE, NEGATIVE):
             config = RunConfig(store=store, profile=profile, time_limit_s=time_limit_s, rate=rate, seed=seed,
-                               command_line=["python", "-m", "harness", "controls", "--seeds", str(seed)])
-            faults = FaultRunner(build_nemeses(FAULTS), time_limit_s, interval_s=interval_s, seed=seed, topic=TOPIC)
+                               command_line=["python", "-m", "harness", "controls", "--seeds", str(seed),
+                                             "--nemesis", ",".join(packages)])
+            faults = FaultRunner(build_nemeses(list(packages)), time_limit_s, interval_s=interval_s, seed=seed, topic=TOPIC)
             result = run(config, faults=faults)
             results = finisher.check_and_report(result.run_dir).results
             headline = results["headline"]

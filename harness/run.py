@@ -139,7 +139,8 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         "partitions": config.partitions, "replication_factor": profile.replication_factor,
         "producers": config.producers, "consumers": config.consumers, "subscribe": config.subscribe,
         "abort_probability": config.abort_probability if config.workload == "txn" else None,
-        "drain_timeout_s": config.drain_timeout_s, "allow_worker_errors": config.allow_worker_errors, "topic": TOPIC,
+        "drain_timeout_s": config.drain_timeout_s, "allow_worker_errors": config.allow_worker_errors,
+        "power_writeback_s": config.power_writeback_s, "topic": TOPIC,
         "nemesis": list(faults.packages) if faults is not None else [],
         "nemesis_config": faults.describe() if faults is not None else None,
         "replay_of": config.replay_of, "command_line": shlex.join(config.command_line), "drain": None,
@@ -149,7 +150,8 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         notify("starting cluster", recorder)
         began = time.monotonic()
         cluster = rd.own(KafkaCluster(brokers=config.brokers, kafka_version=version, run_id=rd.run_id, work_dir=rd.path,
-                                      lossy_data=faults is not None and "power" in faults.packages))  # nemesis/power.py
+                                      lossy_data=faults is not None and "power" in faults.packages,
+                                      lossy_writeback_s=config.power_writeback_s))  # nemesis/power.py
         seconds["cluster_ready"] = time.monotonic() - began
         rd.write("cluster.json", cluster.describe())
         watch = rd.own(ClusterWatch(cluster, unreachable_after_s=unreachable_bound(faults)))  # exits before the cluster

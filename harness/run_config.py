@@ -44,6 +44,10 @@ class RunConfig:
     db_targets: str = "one,leader,controller"
     one_way: bool = False
     loss_probability: float = 0.2
+    power_targets: str = "one,leader,controller,majority,all"
+    # Power loss's model (nemesis/power.py): None is the worst case, everything not fsynced is
+    # lost; N means data and names dirty for N s or more had already reached the disk.
+    power_writeback_s: float | None = None
     schedule: list[dict[str, Any]] | None = None  # a recorded schedule to replay (run --replay)
     replay_of: str | None = None  # the config.json replayed
     command_line: list[str] = field(default_factory=lambda: list(sys.argv))

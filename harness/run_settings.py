@@ -23,7 +23,8 @@ from harness.run_config import TOPIC, RunConfig
 FIELDS = {"time_limit": "time_limit_s", "drain_timeout": "drain_timeout_s", "nemesis_interval": "nemesis_interval_s"}
 _SETTINGS = ("store", "workload", "profile", "brokers", "kafka_version", "time_limit", "rate", "seed", "partitions",
              "producers", "consumers", "subscribe", "abort_probability", "drain_timeout", "nemesis", "nemesis_interval",
-             "partition_targets", "db_targets", "one_way", "loss_probability", "allow_worker_errors")
+             "partition_targets", "db_targets", "one_way", "loss_probability", "allow_worker_errors",
+             "power_targets", "power_writeback_s")
 _FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig) if f.default is not dataclasses.MISSING}
 DEFAULTS: dict[str, Any] = {k: _FIELD_DEFAULTS[FIELDS.get(k, k)] for k in _SETTINGS if FIELDS.get(k, k) in _FIELD_DEFAULTS}
 DEFAULTS["store"] = "store"
@@ -31,7 +32,7 @@ DEFAULTS["store"] = "store"
 SCHEDULE_KEYS = ("nemesis", "nemesis_interval", "seed", "time_limit")
 
 # Keys that take a comma-separated list on the command line; TOML may give an array instead.
-LIST_KEYS = ("nemesis", "partition_targets", "db_targets")
+LIST_KEYS = ("nemesis", "partition_targets", "db_targets", "power_targets")
 
 
 def read_toml(path: Path, known: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +82,8 @@ def read_replay(path: Path) -> dict[str, Any]:
     for key, field in (("kafka_version", "kafka_version"), ("brokers", "brokers"), ("rate", "rate"),
                        ("time_limit", "time_limit_s"), ("partitions", "partitions"), ("producers", "producers"),
                        ("consumers", "consumers"), ("subscribe", "subscribe"), ("abort_probability", "abort_probability"),
-                       ("drain_timeout", "drain_timeout_s"), ("allow_worker_errors", "allow_worker_errors")):
+                       ("drain_timeout", "drain_timeout_s"), ("allow_worker_errors", "allow_worker_errors"),
+                       ("power_writeback_s", "power_writeback_s")):
         if config.get(field) is not None:
             values[key] = config[field]
     values["replay_of"] = str(path.resolve())
@@ -98,6 +100,8 @@ def read_replay(path: Path) -> dict[str, Any]:
     for package in ("kill", "pause"):
         if package in options:
             values["db_targets"] = ",".join(options[package].get("targets") or ())
+    if "power" in options and options["power"].get("targets"):
+        values["power_targets"] = ",".join(options["power"]["targets"])
     if "loss" in options and options["loss"].get("probability") is not None:
         values["loss_probability"] = options["loss"]["probability"]
     return values
@@ -119,7 +123,9 @@ def run_config(values: dict[str, Any], command_line: list[str] | None = None) ->
         abort_probability=float(v["abort_probability"]), drain_timeout_s=float(v["drain_timeout"]),
         nemesis=str(v["nemesis"]), nemesis_interval_s=float(v["nemesis_interval"]),
         partition_targets=str(v["partition_targets"]), db_targets=str(v["db_targets"]), one_way=bool(v["one_way"]),
-        loss_probability=float(v["loss_probability"]), allow_worker_errors=bool(v["allow_worker_errors"]), schedule=v.get("schedule"), replay_of=v.get("replay_of"),
+        loss_probability=float(v["loss_probability"]), allow_worker_errors=bool(v["allow_worker_errors"]),
+        power_targets=str(v["power_targets"]),
+        power_writeback_s=None if v.get("power_writeback_s") is None else float(v["power_writeback_s"]), schedule=v.get("schedule"), replay_of=v.get("replay_of"),
         command_line=command_line if command_line is not None else ["python", "-m", "harness", *sys.argv[1:]],
     )
 
@@ -135,7 +141,8 @@ def make_faults(config: RunConfig) -> Any:
 
     nemeses = build_nemeses(packages, partition_targets=split_list(config.partition_targets),
                             db_targets=split_list(config.db_targets),
-                            loss_probability=config.loss_probability, one_way=config.one_way)
+                            loss_probability=config.loss_probability, one_way=config.one_way,
+                            power_targets=split_list(config.power_targets))
     schedule = recorded_schedule(config.schedule) if config.schedule else None
     return FaultRunner(nemeses, config.time_limit_s, interval_s=config.nemesis_interval_s, seed=config.seed,
                        topic=TOPIC, schedule=schedule)
