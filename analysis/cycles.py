@@ -225,7 +225,9 @@ def components(d: Derived) -> DataFrame:
     if cached is None:
         # Many small segments: one pandas call per partition, not per segment (applyInPandas
         # cost ~10 ms a group: 5,038 segments of 20k txns took 50 s; this way a few seconds).
-        cached = (segments(edges(d)).repartition("segment").mapInPandas(_partition_components, SCC_SCHEMA)
+        # The edges are read four times by segments(): kept on local disk, not recomputed.
+        e = d.cache["cycle_edges"] = edges(d).persist(DERIVED_STORAGE)
+        cached = (segments(e).repartition("segment").mapInPandas(_partition_components, SCC_SCHEMA)
                   .persist(DERIVED_STORAGE))
         d.cache["cycles"] = cached
     return cached
