@@ -77,6 +77,9 @@ class PowerNemesis(ProcessNemesis):
         value: dict[str, Any] = {"target": target, "targets": [n.node_id for n in nodes], "roles": self.roles(nodes), **aimed}
         if note is not None:
             value["replay"] = note
+        if not nodes:  # nobody to cut: recorded as skipped with why, never as a cut that hit nobody
+            value["model"] = self.model
+            return self.skip(self.start_f, value, self.why_nobody(target, chosen, note, look, aimed))
         if nodes:
             with ThreadPoolExecutor(max_workers=len(nodes)) as pool:  # together: one power feed
                 pids = list(pool.map(lambda n: n.kill_process(), nodes))

@@ -90,8 +90,9 @@ def test_a_cut_kills_every_target_before_any_disk_drops_and_records_each_brokers
     assert value["model"] == WORST_CASE and events.events[0][0] == "power-off"
     again = power.invoke("start", {"target": "one"}, random.Random(0))
     assert again["targets"] == [], "a broker without power cannot lose it twice"
+    assert "already hit by power" in again["skipped"]  # recorded as skipped, with why: not a cut of nobody
     back = power.invoke("stop", {}, random.Random(0))
-    assert back["targets"] == [1, 2, 3] and [f for f, _ in events.events] == ["power-off", "power-off", "power-on"]
+    assert back["targets"] == [1, 2, 3] and [f for f, _ in events.events] == ["power-off", "nemesis-skipped", "power-on"]
 
 
 def test_the_loss_model_is_named() -> None:
