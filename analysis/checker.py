@@ -51,6 +51,20 @@ def drain_status(config: dict[str, Any] | None) -> tuple[bool | None, dict[str, 
     return drain["complete"], ({str(k): int(v) for k, v in hws.items()} if isinstance(hws, dict) else None)
 
 
+def _unseen_on_drained(unseen: DataFrame, config: dict[str, Any] | None) -> int:
+    """Unseen records on partitions the final drain did read to their high watermark, when it
+    left others out (config.json drain.undrained, drain.timed_out_partitions): those are lost, not
+    merely unread. 0 when the drain completed (every unseen record counts then) or did not say
+    which partitions it finished. Why: with one partition offline at the drain (old brokers,
+    issue 21) every unseen record used to become `unknown`, hiding losses on the other seven."""
+    drain = (config or {}).get("drain") or {}
+    if drain.get("complete") is not False or not isinstance(drain.get("undrained"), dict):
+        return 0
+    left_out = sorted({int(k) for k in drain["undrained"] if str(k).lstrip("-").isdigit()}
+                      | {int(k) for k in drain.get("timed_out_partitions") or []})
+    return unseen.filter(~F.col("key").isin(left_out)).count()
+
+
 def drain_undrained(config: dict[str, Any] | None) -> dict[str, str]:
     """config.json["drain"]["undrained"] = {"<key>": "why"}: the partitions the final drain did not
     read to their end (e.g. offline, no leader); absent (older runs) → {}."""
@@ -191,6 +205,7 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         # A G1c that only a ww edge closes is permitted (analysis/permissions.py): count the rest.
         g1c_wr_only = findings["G1c"].filter("wr_only").count() if found.get("G1c") else 0
         counts = {name: int(found.get(name, 0)) for name in ANOMALIES}
+        unseen_drained = _unseen_on_drained(findings["unseen"], config) if counts.get("unseen") else 0
         timings["count_s"] = round(time.perf_counter() - t, 3)
         t = time.perf_counter()
         if any(counts[name] for name in A.VALUE_LEVEL):
@@ -211,7 +226,7 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
     allow, rules = set(allow) | model, [*rules, *why]
     v = decide(counts, allow, complete, truncated=history.truncated, ops=history.count,
                ok_ops=sum((history.op_stats.get(f) or {}).get("ok", 0) for f in ("send", "txn", "poll")),
-               worker_errors=worker_errors(config), undrained=drain_undrained(config))
+               worker_errors=worker_errors(config), undrained=drain_undrained(config), unseen_drained=unseen_drained)
     replicas = read_replica_divergence(run_dir)
     if replicas is not None and replicas["diverged"]:
         where = f"{replicas['diverged_offsets']} offset(s) from offset {replicas['first_offset']}"
@@ -239,7 +254,7 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         "reasons": v.reasons,
         "forbidden": v.forbidden,
         "counts": counts,
-        "headline": headline(counts, complete, v.forbidden,
+        "headline": headline(counts, complete, v.forbidden, unseen_drained=unseen_drained, replica_diverged=
                              replicas["diverged_offsets"] if replicas is not None and replicas["diverged"] else 0),
         "allowed": sorted(allow, key=lambda a: ANOMALIES.index(a) if a in ANOMALIES else len(ANOMALIES)),
         "allowed_by": rules,

@@ -26,6 +26,7 @@ def decide(
     ok_ops: int | None = None,
     worker_errors: list[str] | tuple[str, ...] = (),
     undrained: dict[str, str] | None = None,
+    unseen_drained: int = 0,
 ) -> Verdict:
     """invalid if any anomaly not permitted was found (unseen only counts when the final drain is
     known to have completed: before that an unseen record may merely be unread); otherwise
@@ -34,6 +35,8 @@ def decide(
     (`worker_errors`, which config.json lists unless the user allowed them), or unseen records
     remain with the drain incomplete/unknown (`undrained`: the partitions it did not read to their
     end, and why, e.g. an offline partition on an old broker: issue 21); otherwise valid.
+    `unseen_drained` counts the unseen records on partitions such a drain did read to their end:
+    those are forbidden as if the drain had completed.
 
     Why an empty or clientless run is not valid (issue 19): a run whose producers all died at
     once (librdkafka's fatal _UNSUPPORTED_FEATURE against a 0.10 broker) acknowledged nothing,
@@ -42,11 +45,14 @@ def decide(
     for name in ANOMALIES:
         if counts.get(name, 0) == 0 or name in allowed:
             continue
-        if name == "unseen" and not drain_complete:
+        if name == "unseen" and not drain_complete and not unseen_drained:
             continue
         forbidden.append(name)
     if forbidden:
-        return Verdict("invalid", forbidden, [f"{counts[n]} {n} (not permitted by this configuration)" for n in forbidden])
+        return Verdict("invalid", forbidden, [
+            f"{unseen_drained} of {counts[n]} unseen on partitions the final drain read to their end (not permitted by "
+            f"this configuration)" if n == "unseen" and not drain_complete else
+            f"{counts[n]} {n} (not permitted by this configuration)" for n in forbidden])
     reasons = []
     if truncated:
         reasons.append("the history is truncated (its last line was cut off)")
@@ -78,12 +84,12 @@ _GROUPS = {"lost-write": "lost", "unseen": "lost", "duplicate": "duplicated", "n
 
 
 def headline(counts: dict[str, int], drain_complete: bool | None, forbidden: list[str] | tuple[str, ...] = (),
-             replica_diverged: int = 0) -> dict[str, int]:
+             replica_diverged: int = 0, unseen_drained: int = 0) -> dict[str, int]:
     """The numbers a human reads first. Unseen records only count as lost when the final drain is
     known to have reached every high watermark (otherwise they may simply be unread). `diverged`
     adds the offsets where replicas disagreed after healing; `other` counts every forbidden kind
     of anomaly that none of the first four names."""
-    lost = counts.get("lost-write", 0) + (counts.get("unseen", 0) if drain_complete else 0)
+    lost = counts.get("lost-write", 0) + (counts.get("unseen", 0) if drain_complete else unseen_drained)
     return {
         "lost": lost,
         "duplicated": counts.get("duplicate", 0),

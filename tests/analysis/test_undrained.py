@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from analysis.checker import drain_status, drain_undrained
 from analysis.registry import ANOMALIES
 from analysis.verdict import decide, headline
@@ -40,3 +42,32 @@ def test_the_report_names_the_undrained_partitions(tmp_path) -> None:
 
     facts = dict(_facts(tmp_path, CONFIG, None, None))
     assert facts["final drain"].startswith(f"INCOMPLETE (not drained: partition 0: {OFFLINE}; partition 10: ")
+
+
+def test_unseen_records_on_partitions_the_drain_did_finish_are_lost() -> None:
+    """Only the undrained partitions' unseen records are merely unread: on the others the drain
+    reached the high watermark, so an unseen acknowledged record there is lost."""
+    counts = {**ZERO, "unseen": 4}
+    v = decide(counts, set(), False, undrained=drain_undrained(CONFIG), unseen_drained=1)
+    assert v.verdict == "invalid" and v.forbidden == ["unseen"]
+    assert v.reasons == ["1 of 4 unseen on partitions the final drain read to their end (not permitted by this configuration)"]
+    assert headline(counts, False, v.forbidden, unseen_drained=1)["lost"] == 1
+    assert decide(counts, {"unseen"}, False, undrained=drain_undrained(CONFIG), unseen_drained=1).verdict == "valid"
+
+
+@pytest.mark.slow
+def test_the_checker_counts_unseen_records_by_whether_their_partition_was_drained(spark, tmp_path) -> None:
+    from analysis.checker import check_run
+    from tests.analysis.histories import Builder, write_run
+
+    b = Builder()
+    b.assign(100, [0, 1])
+    b.send(1, 0, 10, 0)  # key 0: offline at the drain, never read: unknown
+    b.send(1, 1, 12, 0)
+    b.send(1, 1, 11, 1)  # key 1: the drain read it to its end and never saw value 11: lost
+    b.poll(100, [(1, 0, 12)])
+    config = {"drain": {"complete": False, "high_watermarks": {"1": 2}, "timed_out_partitions": [], "undrained": {"0": OFFLINE}}}
+    results = check_run(write_run(tmp_path, b.events, config), spark)
+    assert results["counts"]["unseen"] == 2 and results["counts"]["lost-write"] == 0
+    assert results["verdict"] == "invalid" and results["headline"]["lost"] == 1, results["reasons"]
+    assert results["reasons"][0].startswith("1 of 2 unseen on partitions the final drain read to their end")
