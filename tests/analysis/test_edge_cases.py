@@ -150,7 +150,7 @@ def test_results_json_shape_and_truncated_tail(spark, tmp_path):
     on_disk = json.loads((run / "results.json").read_text())
     assert on_disk["verdict"] == results["verdict"] == "invalid"  # unseen + complete drain = lost
     assert results["history"]["truncated"] is True
-    assert results["headline"] == {"lost": 1, "duplicated": 0, "reordered": 0, "diverged": 0}
+    assert results["headline"] == {"lost": 1, "duplicated": 0, "reordered": 0, "diverged": 0, "other": 0}
     assert set(results["counts"]) == set(ZERO)
     ex = results["examples"]["unseen"][0]
     assert ex["value"] == 1 and ex["key"] == 0 and ex["offset"] is None
