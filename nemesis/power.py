@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import HarnessError
 from harness.history.faults import POWER
 from nemesis.process import ProcessNemesis
-from nemesis.targets import choose_nodes
 
 if TYPE_CHECKING:
     from harness.cluster import KafkaCluster
@@ -67,29 +66,19 @@ class PowerNemesis(ProcessNemesis):
         if action != "start":
             return self.teardown()
         assert self.cluster is not None
-        target = params.get("target") or rng.choice(self.targets)
-        look = self.look()
-        chosen, note = self.replay_nodes(params)
-        aimed: dict[str, Any] = {}
-        if chosen is None:
-            chosen = choose_nodes(self.cluster, target, rng, self.topic, aimed, look)
-        nodes = [n for n in chosen if n.node_id not in self.victims]
-        value: dict[str, Any] = {"target": target, "targets": [n.node_id for n in nodes], "roles": self.roles(nodes), **aimed}
-        if note is not None:
-            value["replay"] = note
-        if not nodes:  # nobody to cut: recorded as skipped with why, never as a cut that hit nobody
+        nodes, value, nobody = self.aim(params, rng)
+        if nobody is not None:  # nobody to cut: recorded as skipped with why, never as a cut that hit nobody
             value["model"] = self.model
-            return self.skip(self.start_f, value, self.why_nobody(target, chosen, note, look, aimed))
-        if nodes:
-            with ThreadPoolExecutor(max_workers=len(nodes)) as pool:  # together: one power feed
-                pids = list(pool.map(lambda n: n.kill_process(), nodes))
-            value["pids"] = {str(n.node_id): pid for n, pid in zip(nodes, pids)}
-            for node, pid in zip(nodes, pids):
-                self.victims[node.node_id] = pid
-            # Every JVM is gone before any disk loses its cache: nothing writes after the cut.
-            value["dropped"] = {str(n.node_id): self.cluster.disks[n.node_id].drop() for n in nodes}
-            value["dropped_bytes"] = sum(d["dropped_bytes"] for d in value["dropped"].values())
-            value["dropped_files"] = sum(d["dropped_files"] for d in value["dropped"].values())
+            return self.skip(self.start_f, value, nobody)
+        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:  # together: one power feed
+            pids = list(pool.map(lambda n: n.kill_process(), nodes))
+        value["pids"] = {str(n.node_id): pid for n, pid in zip(nodes, pids)}
+        for node, pid in zip(nodes, pids):
+            self.victims[node.node_id] = pid
+        # Every JVM is gone before any disk loses its cache: nothing writes after the cut.
+        value["dropped"] = {str(n.node_id): self.cluster.disks[n.node_id].drop() for n in nodes}
+        value["dropped_bytes"] = sum(d["dropped_bytes"] for d in value["dropped"].values())
+        value["dropped_files"] = sum(d["dropped_files"] for d in value["dropped"].values())
         value["model"] = self.model
         self.record(self.start_f, value)
         return value

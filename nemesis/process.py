@@ -34,9 +34,10 @@ class ProcessNemesis(Nemesis):
         self.targets = tuple(targets)
         self.victims: dict[int, int | None] = {}  # node id -> PID hit
 
-    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-        if action != "start":
-            return self.teardown()
+    def aim(self, params: dict[str, Any], rng: random.Random) -> tuple[list[Any], dict[str, Any], str | None]:
+        """The nodes a start hits (the recorded ones on replay, else chosen by target from one look),
+        less those already hit; the event's value so far (target, targets, roles, what was aimed
+        at, a replay note); and why nobody is hit, or None. Shared by kill, pause and power."""
         assert self.cluster is not None
         target = params.get("target") or rng.choice(self.targets)
         look = self.look()
@@ -45,14 +46,20 @@ class ProcessNemesis(Nemesis):
         if chosen is None:
             chosen = choose_nodes(self.cluster, target, rng, self.topic, aimed, look)
         nodes = [n for n in chosen if n.node_id not in self.victims]
-        pids = {str(n.node_id): n.pid_on_file() for n in nodes}  # the PID hit is then checked by hit()
-        # Recorded as it strikes, then carried out: the event's time is the fault's start, which a
-        # replay repeats exactly (how long the signals take varies by a second or more under load).
-        value = {"target": target, "targets": [n.node_id for n in nodes], "roles": self.roles(nodes), **aimed, "pids": pids}
+        value = {"target": target, "targets": [n.node_id for n in nodes], "roles": self.roles(nodes), **aimed}
         if note is not None:
             value["replay"] = note
-        if not nodes:
-            return self.skip(self.start_f, value, self.why_nobody(target, chosen, note, look, aimed))
+        return nodes, value, None if nodes else self.why_nobody(target, chosen, note, look, aimed)
+
+    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+        if action != "start":
+            return self.teardown()
+        nodes, value, nobody = self.aim(params, rng)
+        value["pids"] = {str(n.node_id): n.pid_on_file() for n in nodes}  # the PID hit is then checked by hit()
+        if nobody is not None:
+            return self.skip(self.start_f, value, nobody)
+        # Recorded as it strikes, then carried out: the event's time is the fault's start, which a
+        # replay repeats exactly (how long the signals take varies by a second or more under load).
         self.record(self.start_f, value)
         for node in nodes:
             self.victims[node.node_id] = self.hit(node)
