@@ -266,59 +266,15 @@ class RunProgress:
         self.progress.update(self.task, phase=phase, stats=stats, completed=done)
 
 
-@cli.command()
-@click.option("--seeds", default=10, show_default=True, type=click.IntRange(1, 100), help="Seeds 1..N for each control.")
-@click.option("--time-limit", default=120.0, show_default=True, type=float, help="Seconds of workload per run.")
-@click.option("--nemesis-interval", default=10.0, show_default=True, type=float)
-@click.option("--rate", default=500.0, show_default=True, type=float)
-@click.option("--store", default="store/controls", show_default=True, type=click.Path(file_okay=False))
-@click.option("--spark-master", default=None, metavar="URL")
-@click.option("--only", type=click.Choice(["unsafe", "safe"]), default=None,
-              help="Run one control only (e.g. re-measure the negative control after a change).")
-@click.option("--nemesis", default="kill,partition", show_default=True,
-              help="Fault packages of every control run, e.g. power (safe is expected to lose data when every broker "
-                   "loses power at once: docs/power.md).")
-def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float, store: str, spark_master: str | None,
-             only: str | None, nemesis: str) -> None:
-    """Positive and negative controls: `unsafe` must show loss or divergence under the --nemesis faults (kill+partition
-    by default), `safe` nothing forbidden.
-
-    Prints a Markdown table (detection rates and every run). Exit 0 when both controls hold
-    (positive: at least 90 % of seeds; negative: every seed valid), 1 when not, 2 on bad input
-    or broken infrastructure."""
-    from pathlib import Path
-
-    from analysis.spark import get_session
-    from harness.controls import run_controls
-    from harness.run_dir import prepare_store
-
-    from harness.run_settings import split_list
-    from nemesis.runner import build_nemeses
-
-    packages = tuple(p for p in split_list(nemesis) if p != "none")
-    build_nemeses(list(packages))  # bad package names: exit 2 before anything starts
-    if not packages:
-        raise click.BadParameter("the controls need at least one fault package", param_hint="--nemesis")
-    target = prepare_store(Path(store))
-    spark = get_session(spark_master)
-    result = run_controls(
-        target, list(range(1, seeds + 1)), time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate, spark=spark,
-        profiles=(only,) if only else None, packages=packages, on_run=lambda r: console.print(f"{r.profile} seed {r.seed}: {r.verdict}, lost {r.lost}, diverged {r.diverged}, "
-                                       f"duplicated {r.duplicated}"),
-    )
-    click.echo(result.markdown())
-    summary = result.summary()
-    holds = (summary["positive"]["found_loss_or_divergence"] >= 0.9 * summary["positive"]["seeds"]
-             and summary["negative"]["valid"] == summary["negative"]["seeds"])  # a control not run holds vacuously
-    sys.exit(0 if holds else 1)
-
-
 def _register_commands() -> None:
     """scenario, and the analysis commands (check, report, dashboard, trends) as they are."""
     from analysis.cli import main as analysis_main
+    from harness.control_commands import controls, detect
     from harness.scenario_commands import scenario
 
     cli.add_command(scenario)
+    cli.add_command(controls)
+    cli.add_command(detect)
     for name in ("check", "report", "dashboard", "trends"):
         cli.add_command(analysis_main.commands[name])
 

@@ -123,20 +123,12 @@ def split_list(text: str) -> tuple[str, ...]:
 
 def parse_seeds(text: str) -> tuple[int, ...]:
     """'3' → (1, 2, 3); '3,7' → (3, 7); '5..8' → (5, 6, 7, 8). UsageError on anything else."""
-    text = str(text).strip()
+    from harness.run_settings import parse_seeds as seeds_of
+
     try:
-        if ".." in text:
-            lo, hi = (int(x) for x in text.split(".."))
-            seeds = tuple(range(lo, hi + 1))
-        elif "," in text:
-            seeds = tuple(int(x) for x in split_list(text))
-        else:
-            seeds = tuple(range(1, int(text) + 1))
-    except ValueError:
-        seeds = ()
-    if not seeds:
-        raise pytest.UsageError(f"--chaos-seeds {text!r}: give a count (3 = seeds 1..3), a list (3,7) or a range (5..8)")
-    return seeds
+        return seeds_of(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--chaos-seeds {exc}") from None
 
 
 def parse_settings(config: pytest.Config) -> ChaosSettings:

@@ -112,6 +112,24 @@ def split_list(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(part.strip() for part in str(text).split(",") if part.strip()))
 
 
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """'3' -> (1, 2, 3); '3,7' -> (3, 7); '5..8' -> (5, 6, 7, 8). ValueError (naming the three forms) otherwise."""
+    text = str(text).strip()
+    try:
+        if ".." in text:
+            lo, hi = (int(x) for x in text.split(".."))
+            seeds = tuple(range(lo, hi + 1))
+        elif "," in text:
+            seeds = tuple(int(x) for x in split_list(text))
+        else:
+            seeds = tuple(range(1, int(text) + 1))
+    except ValueError:
+        seeds = ()
+    if not seeds:
+        raise ValueError(f"{text!r}: give a count (3 = seeds 1..3), a list (3,7) or a range (5..8)")
+    return seeds
+
+
 def run_config(values: dict[str, Any], command_line: list[str] | None = None) -> RunConfig:
     """The RunConfig for settings; a setting left out takes its default (DEFAULTS)."""
     v = {**DEFAULTS, **{k: x for k, x in values.items() if x is not None or k == "kafka_version"}}

@@ -1,0 +1,132 @@
+"""`controls` and `detect`: the commands that measure the harness itself, over many seeded runs.
+
+- `controls`: does it find loss where the configuration allows it, and nothing where it does not
+  (harness/controls.py)?
+- `detect`: how often does its random schedule find the real bugs of old Kafka versions on its
+  own, and does it stay quiet on versions without them (harness/detection.py, issue 21)?
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+console = Console(stderr=True)
+
+
+def _packages(nemesis: str, what: str) -> tuple[str, ...]:
+    from harness.run_settings import split_list
+    from nemesis.runner import build_nemeses
+
+    packages = tuple(p for p in split_list(nemesis) if p != "none")
+    build_nemeses(list(packages))  # bad package names: exit 2 before anything starts
+    if not packages:
+        raise click.BadParameter(f"{what} need at least one fault package", param_hint="--nemesis")
+    return packages
+
+
+@click.command()
+@click.option("--seeds", default=10, show_default=True, type=click.IntRange(1, 100), help="Seeds 1..N for each control.")
+@click.option("--time-limit", default=120.0, show_default=True, type=float, help="Seconds of workload per run.")
+@click.option("--nemesis-interval", default=10.0, show_default=True, type=float)
+@click.option("--rate", default=500.0, show_default=True, type=float)
+@click.option("--store", default="store/controls", show_default=True, type=click.Path(file_okay=False))
+@click.option("--spark-master", default=None, metavar="URL")
+@click.option("--only", type=click.Choice(["unsafe", "safe"]), default=None,
+              help="Run one control only (e.g. re-measure the negative control after a change).")
+@click.option("--nemesis", default="kill,partition", show_default=True,
+              help="Fault packages of every control run, e.g. power (safe is expected to lose data when every broker "
+                   "loses power at once: docs/power.md).")
+def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float, store: str, spark_master: str | None,
+             only: str | None, nemesis: str) -> None:
+    """Positive and negative controls: `unsafe` must show loss or divergence under the --nemesis faults (kill+partition
+    by default), `safe` nothing forbidden.
+
+    Prints a Markdown table (detection rates and every run). Exit 0 when both controls hold
+    (positive: at least 90 % of seeds; negative: every seed valid), 1 when not, 2 on bad input
+    or broken infrastructure."""
+    from analysis.spark import get_session
+    from harness.controls import run_controls
+    from harness.run_dir import prepare_store
+
+    packages = _packages(nemesis, "the controls")
+    target = prepare_store(Path(store))
+    spark = get_session(spark_master)
+    result = run_controls(
+        target, list(range(1, seeds + 1)), time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate, spark=spark,
+        profiles=(only,) if only else None, packages=packages,
+        on_run=lambda r: console.print(f"{r.profile} seed {r.seed}: {r.verdict}, lost {r.lost}, diverged {r.diverged}, "
+                                       f"duplicated {r.duplicated}"),
+    )
+    click.echo(result.markdown())
+    summary = result.summary()
+    holds = (summary["positive"]["found_loss_or_divergence"] >= 0.9 * summary["positive"]["seeds"]
+             and summary["negative"]["valid"] == summary["negative"]["seeds"])  # a control not run holds vacuously
+    sys.exit(0 if holds else 1)
+
+
+@click.command()
+@click.option("--kafka-versions", default="0.10.2.2,1.1.1,3.9.2,4.3.1", show_default=True,
+              help="Comma-separated Kafka versions; each runs `safe` (`no-idempotence` before 0.11, which has no idempotent producer).")
+@click.option("--seeds", default="10", show_default=True, help="A count N (seeds 1..N), a list '3,7' or a range '5..8'.")
+@click.option("--time-limit", default=120.0, show_default=True, type=float, help="Seconds of workload per run.")
+@click.option("--nemesis", default="kill,partition,pause", show_default=True, help="Random fault packages of every run.")
+@click.option("--nemesis-interval", default=10.0, show_default=True, type=float)
+@click.option("--rate", default=500.0, show_default=True, type=float)
+@click.option("--store", default="store/detection", show_default=True, type=click.Path(file_okay=False),
+              help="Run directories go to STORE/<version>/; every finished run is appended to STORE/detection.jsonl, "
+                   "and runs already there are not repeated (a stopped sweep resumes).")
+@click.option("--spark-master", default=None, metavar="URL")
+@click.option("--markdown", "markdown_out", default=None, type=click.Path(dir_okay=False),
+              help="Also write the tables to this Markdown file.")
+def detect(kafka_versions: str, seeds: str, time_limit: float, nemesis: str, nemesis_interval: float, rate: float,
+           store: str, spark_master: str | None, markdown_out: str | None) -> None:
+    """Detection power of the random schedule: `safe` runs under role-aware kill, partition and
+    pause faults, per Kafka version and seed, counting the runs that are invalid because of a
+    forbidden loss or divergence.
+
+    0.10.2.2 (KIP-101 scenario 1) and 1.1.1 (KIP-279) had such bugs and should be found; 3.9.2 and
+    4.3.1 should come out valid. Prints each run as it ends and then two Markdown tables. Exit 0
+    once every run has a verdict (findings are measurements, not failures), 2 on bad input or
+    broken infrastructure."""
+    from harness.detection import profile_for, run_detection
+    from harness.run_dir import prepare_store
+    from harness.run_settings import parse_seeds, split_list
+    from harness.provision.kafka_jars import parse_version
+
+    try:
+        seed_list = list(parse_seeds(seeds))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--seeds") from None
+    versions = list(split_list(kafka_versions))
+    if not versions:
+        raise click.BadParameter("give at least one Kafka version", param_hint="--kafka-versions")
+    for version in versions:
+        parse_version(version)  # a malformed version: exit 2 now, not after an hour of other versions
+    packages = _packages(nemesis, "detection runs")
+    target = prepare_store(Path(store))
+    total = len(versions) * len(seed_list)
+    console.print(f"{total} run(s): {', '.join(f'{v} ({profile_for(v)})' for v in versions)} × seeds {seeds}, "
+                  f"{time_limit:g} s each under {'+'.join(packages)}; ledger {target / 'detection.jsonl'}")
+    seen = [0]
+
+    def progress(r, recorded: bool) -> None:  # type: ignore[no-untyped-def]
+        seen[0] += 1
+        what = "FAILED: " + r.failed if r.failed else f"{r.verdict}, lost {r.lost}, diverged {r.diverged}, duplicated {r.duplicated}"
+        console.print(f"[{seen[0]}/{total}] {r.version} seed {r.seed}: {what}{' (recorded earlier)' if recorded else ''}"
+                      f"{'  FOUND' if r.found else ''}", highlight=False)
+
+    spark = None
+    if spark_master is not None:
+        from analysis.spark import get_session
+
+        spark = get_session(spark_master)
+    result = run_detection(target, versions, seed_list, time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate,
+                           packages=packages, spark=spark, on_run=progress)
+    text = result.markdown()
+    click.echo(text)
+    if markdown_out:
+        Path(markdown_out).write_text(text + "\n")

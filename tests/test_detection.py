@@ -1,0 +1,87 @@
+"""The detection sweep's bookkeeping (harness/detection.py): what counts as found, resuming from
+the ledger, the table. The runs themselves are ordinary `harness run`s (tests/test_run_faults.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.detection import LEDGER, Detection, DetectionRun, profile_for, read_ledger, run_detection
+
+SETTINGS = {"time_limit_s": 120.0, "interval_s": 10.0, "rate": 500.0, "nemesis": ["kill", "partition", "pause"]}
+
+
+def made(version: str, seed: int, verdict: str = "valid", **kw) -> DetectionRun:  # type: ignore[no-untyped-def]
+    return DetectionRun(version, profile_for(version), seed, SETTINGS, f"/store/{version}/run-{seed}", verdict, **kw)
+
+
+def test_profile_is_safe_except_before_idempotence() -> None:
+    assert profile_for("0.10.2.2") == "no-idempotence"
+    assert [profile_for(v) for v in ("0.11.0.3", "1.1.1", "3.9.2", "4.3.1")] == ["safe"] * 4
+
+
+def test_found_means_invalid_by_loss_or_divergence() -> None:
+    assert made("1.1.1", 1, "invalid", lost=3, forbidden=["lost-write"]).found
+    assert made("1.1.1", 1, "invalid", forbidden=["replica-divergence"]).found
+    assert not made("4.3.1", 1, "invalid", duplicated=2, forbidden=["duplicate"]).found  # a duplicate alone is not a loss
+    assert not made("4.3.1", 1, "unknown", lost=0).found  # not drained: nothing proven
+    assert not made("4.3.1", 1, "valid").found
+
+
+def test_sweep_resumes_from_its_ledger_and_counts_first_finder(tmp_path: Path) -> None:
+    calls: list[tuple[str, int]] = []
+
+    def execute(store, version, profile, seed, settings, finisher):  # type: ignore[no-untyped-def]
+        calls.append((version, seed))
+        if version == "0.10.2.2" and seed in (2, 3):
+            return made(version, seed, "invalid", lost=5, forbidden=["lost-write"])
+        if seed == 3 and version == "4.3.1":
+            return made(version, seed, "failed", failed="the cluster vanished")
+        return made(version, seed)
+
+    first = run_detection(tmp_path, ["0.10.2.2"], [1, 2], execute=execute, **_knobs())
+    assert calls == [("0.10.2.2", 1), ("0.10.2.2", 2)]
+    again = run_detection(tmp_path, ["0.10.2.2", "4.3.1"], [1, 2, 3], execute=execute, **_knobs())
+    assert calls[2:] == [("0.10.2.2", 3), ("4.3.1", 1), ("4.3.1", 2), ("4.3.1", 3)]  # seeds 1 and 2 of 0.10.2.2 not rerun
+    assert len(first.runs) == 2 and len(again.runs) == 6
+    rows = {r["version"]: r for r in again.rows()}
+    assert rows["0.10.2.2"] == {"version": "0.10.2.2", "profile": "no-idempotence", "seeds": 3, "found": 2, "first": 2,
+                                "failed": 0, "unknown": 0}
+    assert rows["4.3.1"]["found"] == 0 and rows["4.3.1"]["failed"] == 1
+    text = again.markdown()
+    assert "| 0.10.2.2 | no-idempotence | 3 | 2 | 2 | 0 | 0 |" in text
+    assert "FAILED: the cluster vanished" in text
+
+
+def test_other_settings_are_another_measurement(tmp_path: Path) -> None:
+    calls = []
+    execute = lambda store, version, profile, seed, settings, finisher: calls.append(seed) or made(version, seed)  # noqa: E731
+    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs())
+    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **{**_knobs(), "time_limit_s": 60.0})
+    assert calls == [1, 1]
+
+
+def test_a_torn_last_line_is_run_again(tmp_path: Path) -> None:
+    good = made("1.1.1", 1)
+    (tmp_path / LEDGER).write_text(json.dumps(good.__dict__) + "\n" + '{"version": "1.1.1", "se')
+    assert [r.seed for r in read_ledger(tmp_path)] == [1]
+    assert Detection(read_ledger(tmp_path)).rows()[0]["seeds"] == 1
+
+
+def _knobs() -> dict:
+    return {"time_limit_s": SETTINGS["time_limit_s"], "interval_s": SETTINGS["interval_s"], "rate": SETTINGS["rate"],
+            "packages": tuple(SETTINGS["nemesis"])}
+
+
+@pytest.mark.parametrize("args, named", [(["--seeds", "x"], "--seeds"), (["--kafka-versions", "1.x"], "not a Kafka version"),
+                                         (["--nemesis", "boom"], "boom"), (["--bogus"], "--bogus")])
+def test_bad_input_exits_2_before_anything_runs(tmp_path: Path, args: list[str], named: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "harness", "detect", "--store", str(tmp_path / "s"), *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert named in done.stderr
+    assert not (tmp_path / "s" / LEDGER).exists()
