@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import HarnessError
 from nemesis.base import Nemesis, NemesisRecorder
 from nemesis.clock import ClockNemesis
+from nemesis.flap import FlapNemesis, RejoinNemesis
 from nemesis.partition import SHAPES, PacketLossNemesis, PartitionNemesis
 from nemesis.power import POWER_TARGETS, PowerNemesis
 from nemesis.process import KillNemesis, PauseNemesis
@@ -59,6 +60,8 @@ def build_nemeses(
         "clock": lambda: ClockNemesis(),
         "loss": lambda: PacketLossNemesis(loss_probability),
         "power": lambda: PowerNemesis(power_targets),  # by default with majority and all: correlated loss
+        "flap": lambda: FlapNemesis(),  # the leader, then the new leader (nemesis/flap.py)
+        "rejoin": lambda: RejoinNemesis(),  # a follower back in the ISR bounced, then the leader
     }
     return {name: makers[name]() for name in names}
 
@@ -156,7 +159,7 @@ class FaultRunner:
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         # Order matters: resume and restart before healing the network, reset clocks last.
-        for name in ("pause", "kill", "power", "partition", "loss", "clock"):
+        for name in ("pause", "kill", "flap", "rejoin", "power", "partition", "loss", "clock"):
             if name in self.nemeses:
                 try:
                     self.nemeses[name].teardown()

@@ -1,13 +1,18 @@
-"""Choosing which brokers a fault hits, by name: one, leader, controller, minority, majority, all.
+"""Choosing which brokers a fault hits, by name: one, leader, controller, minority, majority, all,
+follower, rejoined.
 
 Choices are drawn from a seeded `random.Random`, and role-based targets are
-resolved against the cluster at the moment of the fault.
+resolved against the cluster at the moment of the fault. `follower` is an in-sync follower of a
+random workload partition; `rejoined` is a broker that is in a workload partition's ISR now but
+was not at the previous look at this cluster (by any nemesis): a follower that has just caught
+up after a restart or a cut, whose high watermark is the stalest in the ISR (KIP-101 scenario 1).
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +24,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("nemesis")
 
-NODE_TARGETS = ("one", "leader", "controller", "minority", "majority", "all")
+NODE_TARGETS = ("one", "leader", "controller", "minority", "majority", "all", "follower", "rejoined")
+
+# The ISRs of the last look at each cluster (by id()): (time.monotonic(), partition -> ISR). Shared
+# by every nemesis of the run, so that `rejoined` compares with the latest look, whoever took it.
+_LAST_ISRS: dict[int, tuple[float, dict[int, list[int]]]] = {}
 
 
 @dataclass
@@ -34,9 +43,14 @@ class Roles:
     error: str | None = None  # why the cluster could not answer
     answered: list[int] | None = None  # brokers whose metadata was asked for the leaders (None: not asked)
     agreed: bool | None = None  # whether a majority of those agreed on the topic's state
+    isrs: dict[int, list[int]] = field(default_factory=dict)  # partition -> in-sync replica ids
+    rejoined: dict[int, list[int]] = field(default_factory=dict)  # partition -> ids back in its ISR since the last look
+    since_s: float | None = None  # seconds since that previous look (None: no previous look)
 
     @classmethod
-    def now(cls, cluster: "KafkaCluster", topic: str | None) -> "Roles":
+    def now(cls, cluster: "KafkaCluster", topic: str | None, views: Any = None) -> "Roles":
+        """One look. `views`, if given, is called instead of `cluster.broker_views` (a nemesis polling
+        for a new leader asks only the brokers it has not killed, so as not to wait on the dead)."""
         from harness.cluster.metadata_views import majority_view
 
         roles = cls(topic=topic)
@@ -44,15 +58,33 @@ class Roles:
             controller = cluster.active_controller()
             roles.controller = controller.node_id if controller is not None else None
             if topic is not None:  # cluster.partition_state, keeping who answered for a skip's reason
-                views = cluster.broker_views()
-                roles.answered = sorted(views)
-                view = majority_view(views, topic)
+                answers = (views or cluster.broker_views)()
+                roles.answered = sorted(answers)
+                view = majority_view(answers, topic)
                 roles.agreed = view is not None
-                roles.leaders = {p: s["leader"] for p, s in (view.topics.get(topic, {}) if view else {}).items()}
+                state = view.topics.get(topic, {}) if view else {}
+                roles.leaders = {p: s["leader"] for p, s in state.items()}
+                roles.isrs = {p: list(s["isr"]) for p, s in state.items()}
+                roles.remember(id(cluster))
         except Exception as exc:  # a partitioned cluster may not answer; the fault may still happen
             roles.error = str(exc)[:300]
             log.debug("roles unavailable: %s", exc)
         return roles
+
+    def remember(self, key: int) -> None:
+        """Compare this look's ISRs with the previous look's (`rejoined`), then become the previous look.
+        A look that saw no ISR (no majority agreed) is not remembered: it would make everyone 'rejoin'."""
+        if not self.isrs:
+            return
+        previous = _LAST_ISRS.get(key)
+        if previous is not None:
+            at, isrs = previous
+            self.since_s = round(time.monotonic() - at, 2)
+            for p, isr in self.isrs.items():
+                back = sorted(set(isr) - set(isrs.get(p, isr)) - {self.leaders.get(p)})
+                if back:
+                    self.rejoined[p] = back
+        _LAST_ISRS[key] = (time.monotonic(), {p: list(isr) for p, isr in self.isrs.items()})
 
     def of(self, nodes: list["Node"]) -> dict[str, list[str]]:
         """Each node's roles: "controller" and "leader:<topic>-<p>" for workload partitions it leads."""
@@ -62,6 +94,10 @@ class Roles:
         for partition, leader in sorted(self.leaders.items()):
             if str(leader) in out:
                 out[str(leader)].append(f"leader:{self.topic}-{partition}")
+        for partition, back in sorted(self.rejoined.items()):
+            for node_id in back:
+                if str(node_id) in out:
+                    out[str(node_id)].append(f"rejoined:{self.topic}-{partition}")
         return out
 
 
@@ -94,7 +130,29 @@ def no_target_reason(target: str, roles: Roles | None, aimed: dict[str, Any] | N
         return f"partition {(aimed or {}).get('partition', '?')} has no leader in the metadata"
     if target == "controller":
         return "no active controller found in the metadata"
+    if target == "follower" and roles is not None:
+        return f"no partition of topic {roles.topic} has an in-sync follower in the metadata (ISRs {roles.isrs})"
+    if target == "rejoined" and roles is not None:
+        if roles.since_s is None:
+            return "no earlier look at the ISRs to compare with (the first look of the run, or none saw them)"
+        return f"no broker rejoined an ISR of topic {roles.topic} since the previous look {roles.since_s} s before"
     return f"target {target!r} named no broker"
+
+
+def follower_node(cluster: "KafkaCluster", roles: Roles, rng: random.Random, rejoined: bool,
+                  aimed: dict[str, Any] | None = None) -> "Node | None":
+    """An in-sync follower (not the leader) of a random workload partition that has one; with
+    `rejoined`, one that was out of that partition's ISR at the previous look. The partition goes into `aimed`."""
+    if roles.topic is None:
+        raise HarnessError("the 'follower' and 'rejoined' targets need a workload topic", hint="pass topic= to the nemesis setup")
+    pool = roles.rejoined if rejoined else {p: [i for i in isr if i != roles.leaders.get(p)] for p, isr in roles.isrs.items()}
+    candidates = sorted(p for p, ids in pool.items() if ids)
+    if not candidates:
+        return None
+    partition = rng.choice(candidates)
+    if aimed is not None:
+        aimed["partition"] = f"{roles.topic}-{partition}"
+    return cluster.node(rng.choice(sorted(pool[partition])))
 
 
 def choose_nodes(cluster: "KafkaCluster", target: str, rng: random.Random, topic: str | None = None,
@@ -102,7 +160,7 @@ def choose_nodes(cluster: "KafkaCluster", target: str, rng: random.Random, topic
     """The brokers that `target` names right now; an empty list when the role has no holder."""
     brokers = list(cluster.brokers)
     n = len(brokers)
-    if target in ("leader", "controller") and roles is None:
+    if target in ("leader", "controller", "follower", "rejoined") and roles is None:
         roles = Roles.now(cluster, topic)
     if target == "one":
         return [rng.choice(brokers)]
@@ -115,6 +173,10 @@ def choose_nodes(cluster: "KafkaCluster", target: str, rng: random.Random, topic
         if roles.controller is None:
             return []
         return [cluster.node(roles.controller)]
+    if target in ("follower", "rejoined"):
+        assert roles is not None
+        node = follower_node(cluster, roles, rng, target == "rejoined", aimed)
+        return [node] if node else []
     if target == "minority":
         return rng.sample(brokers, max(1, (n - 1) // 2))
     if target == "majority":
