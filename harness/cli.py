@@ -124,12 +124,12 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 @click.option("--allow-worker-errors", is_flag=True, default=D["allow_worker_errors"],
               help="A client worker that dies does not make the verdict unknown (for runs meant to kill clients).")
 @click.option("--kafka-version", default=D["kafka_version"], help="Kafka release (default: the pinned 4.x).")
-@click.option("--nemesis", default=D["nemesis"], show_default=True, help="Comma-separated fault packages (e.g. kill,partition), or none.")
+@click.option("--nemesis", default=D["nemesis"], show_default=True, help="Comma-separated fault packages (partition, kill, pause, clock, loss, power, flap, rejoin), or none.")
 @click.option("--nemesis-interval", default=D["nemesis_interval"], show_default=True, type=float, help="Mean seconds between a fault package's start and stop.")
 @click.option("--partition-targets", default=D["partition_targets"], show_default=True,
               help="Partition shapes: one, leader, controller, halves, majorities-ring, bridge, minority-third, client.")
 @click.option("--db-targets", default=D["db_targets"], show_default=True,
-              help="Kill/pause targets: one, leader, controller, minority, majority, all.")
+              help="Kill/pause targets: one, leader, controller, minority, majority, all, follower, rejoined (just back in an ISR).")
 @click.option("--one-way", is_flag=True, default=D["one_way"], help="Partitions cut one direction only.")
 @click.option("--power-targets", default=D["power_targets"], show_default=True,
               help="Power-loss targets: one, leader, controller, majority, all (nemesis power).")
