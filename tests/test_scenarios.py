@@ -81,10 +81,12 @@ def test_scenario_list_names_every_scenario_and_why_some_cannot_run():
 
     found = scenarios()
     assert {"kip101-unclean-divergence", "kip279-fast-failover", "kip320-consumer-truncation",
-            "kip101-hw-truncation", "kip101-power-loss-divergence"} <= set(found)
+            "kip101-hw-truncation", "kip101-power-loss-divergence", "kip966-last-replica-standing",
+            "kip966-last-replica-standing-elr-off"} <= set(found)
     for s in found.values():
         assert s.runnable == (s.steps is not None)
         assert s.runnable or s.reason
+    assert all(found[n].lossy_data and found[n].runnable for n in found if n.startswith(("kip101-power", "kip966")))
 
 
 def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -93,10 +95,15 @@ def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
                           env={**os.environ}, timeout=timeout)
 
 
-def test_cli_refuses_unknown_and_unrunnable_scenarios():
+def test_cli_refuses_unknown_and_unrunnable_scenarios(tmp_path):
     assert _cli("run", "no-such-scenario").returncode == 2
-    out = _cli("run", "kip101-power-loss-divergence")
-    assert out.returncode == 2 and "not runnable" in out.stderr
+    from harness.errors import HarnessError
+    from harness.scenarios import Scenario
+    from harness.scenarios.runner import run_scenario
+
+    unrunnable = Scenario(name="x", kip="-", description="-", bug_versions="-", expected={}, steps=None, runnable=False, reason="why")
+    with pytest.raises(HarnessError, match="not runnable: why"):
+        run_scenario(unrunnable, "4.3.1", tmp_path)
 
 
 # --- one real scenario --------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Leader-epoch scenarios: deterministic, step-by-step reproductions of the failures that
-KIP-101, KIP-279 and KIP-320 describe, run against real Kafka (docs/scenarios.md).
+KIP-101, KIP-279, KIP-320 and KIP-966 describe, run against real Kafka (docs/scenarios.md).
 
 A `Scenario` names its KIP, the versions expected to show the bug, and a steps function that
 drives a `ScenarioContext` (harness/scenarios/context.py). `run_scenario` gives it a cluster and
@@ -37,6 +37,8 @@ class Scenario:
     # The controller on a node that holds no replica (D): a separate KRaft controller, or a fourth
     # ZooKeeper-era broker, so that killing two replicas' brokers leaves a controller (and a quorum).
     controller_apart: bool = False
+    # Every Kafka node's data directory on a lossy mount (docs/power.md), for scenarios that cut power.
+    lossy_data: bool = False
 
     def summary(self) -> dict[str, Any]:
         return {"name": self.name, "kip": self.kip, "description": self.description, "bug_versions": self.bug_versions,
@@ -45,8 +47,9 @@ class Scenario:
 
 def scenarios() -> dict[str, Scenario]:
     from harness.scenarios.library import SCENARIOS
+    from harness.scenarios.power_scenarios import POWER_SCENARIOS
 
-    return {s.name: s for s in SCENARIOS}
+    return {s.name: s for s in SCENARIOS + POWER_SCENARIOS}
 
 
 def get_scenario(name: str) -> Scenario:

@@ -311,6 +311,11 @@ class ScenarioContext:
             thread.join(timeout=10)
 
     # --- the end -----------------------------------------------------------------------------------------
+    def high_watermark(self, timeout_s: float = 10.0) -> int:
+        """The partition's high watermark now (raises KafkaException while it has none). library.py's
+        waits call it; it was lost in the refactor that moved the drain's probe to workloads/drain.py."""
+        return high_watermarks(self.cluster.bootstrap_servers(), self.topic, [0], "scenario-hwm", timeout_s=timeout_s)[0]
+
     def drain(self, timeout_s: float = 60.0) -> dict[str, Any]:
         """The final drain: a fresh consumer reads the partition from the beginning to its high watermark."""
         began = time.monotonic()

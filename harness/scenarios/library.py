@@ -235,7 +235,7 @@ def hw_truncation(ctx: ScenarioContext) -> dict[str, Any]:
             "isr_full_after_restart": full is not None}
 
 
-# --- KIP-101 scenario 2: documented, not runnable -------------------------------------------------
+# --- the scenarios' criteria ------------------------------------------------------------------------
 def _unclean_bug(summary: dict[str, Any]) -> bool:
     return bool(summary["replica_divergence"]["diverged"])
 
@@ -290,13 +290,4 @@ SCENARIOS: list[Scenario] = [
         broker_config={"replica.fetch.wait.max.ms": FETCH_WAIT_MS, "replica.lag.time.max.ms": 60000},
         shows_bug=lambda s: s["headline"]["lost"] > 0,
     ),
-    Scenario(
-        name="kip101-power-loss-divergence", kip="KIP-101 scenario 2",
-        description="Replica divergence on restart after multiple hard failures that drop un-fsynced writes.",
-        bug_versions="before 0.11 (0.10.2)",
-        expected={"0.10.2": "replicas diverge", ">=0.11": "replicas converge"},
-        steps=None, runnable=False,
-        reason="needs a power-loss fault that drops writes not yet fsynced (page cache lost); the nemesis "
-               "issue has not built it, and SIGKILL keeps the page cache, so it cannot be imitated",
-    ),
-]
+]  # the power-loss scenarios (KIP-101 scenario 2, KIP-966) are in power_scenarios.py

@@ -36,13 +36,14 @@ def run_scenario(scenario: Scenario, kafka_version: str | None, store: Path | st
         "profile": profile.as_dict(), "partitions": 1, "replication_factor": scenario.replication_factor,
         "producers": None, "consumers": None, "topic": TOPIC, "nemesis": ["scenario"], "scenario": scenario.summary(),
         "broker_config": scenario.broker_config, "topic_config": None, "command_line": " ".join(command_line or []),
-        "drain": None,
+        "drain": None, "lossy_data": scenario.lossy_data,
     }
     began = time.monotonic()
     with RunDirectory(store, record) as rd:
         recorder = rd.own(Recorder(rd.path / "history.jsonl"))
         cluster = rd.own(KafkaCluster(brokers=brokers, kafka_version=version, broker_config=dict(scenario.broker_config),
-                                      controllers=controllers, run_id=rd.run_id, work_dir=rd.path, ready_timeout_s=180))
+                                      controllers=controllers, run_id=rd.run_id, work_dir=rd.path, ready_timeout_s=180,
+                                      lossy_data=scenario.lossy_data))
         rd.write("cluster.json", cluster.describe())
         ctx = ScenarioContext(cluster, recorder, profile, version, controller_apart=scenario.controller_apart)
         status, reason, observations = "completed", None, {}
