@@ -7,7 +7,8 @@
 The native helper (native/lossyfs, built by the bootstrap) serves `root/backing/live` at
 `root/mnt` and keeps, per file, the size at its last fsync and the original bytes of what
 was overwritten since; per directory, its entries at its last fsync. `drop()` goes back to
-exactly that, as a power cut would (docs/power.md). The mount is owned by this object: it is
+exactly that, as a power cut would (docs/power.md). `fault("eio-write")` makes the disk fail
+(EIO on writes or reads, ENOSPC) until `clear_fault()` (docs/disk.md). The mount is owned by this object: it is
 removed on exit, on failure, and `harness cleanup --run-id` removes what a killed run left.
 """
 
@@ -28,11 +29,18 @@ from harness.provision.lossyfs import SOURCE_PREFIX, check_fuse, ensure_lossyfs,
 log = logging.getLogger(__name__)
 
 
+DISK_ERRORS = ("eio-write", "eio-read", "enospc")  # the helper's presets (fault.rs PRESETS)
+
+
 class LossyMount:
     """One mounted lossyfs; see the module docstring. `writeback_s` models the kernel's writeback
     (dirty that long means on disk); None, the default, is the worst case: nothing survives."""
 
     def __init__(self, root: Path, label: str, writeback_s: float | None = None) -> None:
+        if not label or any(c.isspace() or c == "," for c in label):
+            # The label is the mount's source: a space or comma there splits the mount options, and
+            # mountinfo would then escape it so that `is_mounted` never finds (or unmounts) it.
+            raise HarnessError(f"lossyfs label {label!r}: it must be non-empty, without white space or commas.")
         self.root = Path(root)
         self.label = label
         self.writeback_s = writeback_s
@@ -105,6 +113,23 @@ class LossyMount:
         """Power loss: discard every un-synced byte and directory entry. Returns dropped_bytes,
         dropped_files (files cut back or vanished), dropped_entries (names undone) and seconds."""
         return self.command("drop")
+
+    def fault(self, error: str, path: str | None = None) -> dict[str, Any]:
+        """Make the disk fail: `error` is a preset (DISK_ERRORS: eio-write, eio-read, enospc) or
+        "ERRNO ops,..." (native/lossyfs/src/fault.rs); `path`, relative to the mount, limits it
+        to what lies under it. Returns the fault as set; lasts until `clear_fault()`."""
+        if any(c.isspace() for c in path or ""):
+            raise HarnessError(f"lossyfs {self.label}: a fault path cannot hold white space ({path!r}).")
+        return self.command(" ".join(["fault", error, *([path] if path else [])]))
+
+    def clear_fault(self) -> dict[str, Any] | None:
+        """A healthy disk again. Returns the fault that was set, with what it refused
+        (injected: per operation, first_hit_s, active_s), or None if none was."""
+        return self.command("clear-fault")["cleared"]
+
+    def fault_presets(self) -> list[str]:
+        """The disk errors this helper can inject ([] for a helper built before disk faults)."""
+        return list(self.command("ping").get("faults") or [])
 
     def sync_all(self) -> dict[str, Any]:
         return self.command("sync-all")

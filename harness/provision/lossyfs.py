@@ -3,7 +3,7 @@
 The bootstrap builds it with cargo from crates.io (fuser without libfuse: it mounts with
 mount(2) as root, so no Debian package is needed) into the cache, keyed by a digest of its
 sources: a warm bootstrap only hashes four small files. A machine without cargo or FUSE
-still bootstraps; only the `power` nemesis then refuses to run, naming what is missing.
+still bootstraps; only the `power` and `disk` nemeses then refuse to run, naming what is missing.
 """
 
 from __future__ import annotations
@@ -71,10 +71,10 @@ def ensure_lossyfs() -> Path:
 def check_fuse() -> None:
     """Refuse early, naming the fix, when this machine cannot serve a FUSE mount."""
     if not FUSE_DEVICE.exists():
-        raise HarnessError("the power nemesis needs FUSE, and /dev/fuse does not exist on this machine.",
+        raise HarnessError("the power and disk nemeses need FUSE (their lossy data mounts), and /dev/fuse does not exist on this machine.",
                            hint="load the fuse module (`modprobe fuse`) or, in a container, pass --device /dev/fuse")
     if os.geteuid() != 0 and shutil.which("fusermount3") is None:
-        raise HarnessError("the power nemesis mounts a FUSE filesystem: that needs root, or fusermount3 for a user.",
+        raise HarnessError("the power and disk nemeses mount a FUSE filesystem: that needs root, or fusermount3 for a user.",
                            hint="run the harness as root, or install Debian's `fuse3` package")
     try:
         os.close(os.open(FUSE_DEVICE, os.O_RDWR))

@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fuser::{FileAttr, FileType, Filesystem, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
             ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow};
 
+use crate::fault;
 use crate::state::{Kind, Loc, State, ROOT};
 
 pub struct LossyFs {
@@ -109,6 +110,9 @@ impl Filesystem for LossyFs {
         let Some(path) = st.path(ino) else { return reply.error(libc::ENOENT) };
         let result = (|| -> Result<(), i32> {
             if let Some(size) = size {
+                if let Some(e) = st.refuse(fault::TRUNCATE, ino, None) {
+                    return Err(e);
+                }
                 st.save_range(ino, size, u64::MAX)?;
                 OpenOptions::new().write(true).open(&path).and_then(|f| f.set_len(size)).map_err(errno)?;
                 let node = st.nodes.get_mut(&ino).ok_or(libc::ENOENT)?;
@@ -147,6 +151,9 @@ impl Filesystem for LossyFs {
         if st.child(parent, name).is_some() {
             return reply.error(libc::EEXIST);
         }
+        if let Some(e) = st.refuse(fault::MKDIR, parent, Some(name)) {
+            return reply.error(e);
+        }
         let Some(path) = st.path(parent).map(|p| p.join(name)) else { return reply.error(libc::ENOENT) };
         if let Err(e) = fs::create_dir(&path) {
             return reply.error(errno(e));
@@ -161,7 +168,11 @@ impl Filesystem for LossyFs {
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        match self.lock().detach(parent, name) {
+        let mut st = self.lock();
+        if let Some(e) = st.refuse(fault::REMOVE, parent, Some(name)) {
+            return reply.error(e);
+        }
+        match st.detach(parent, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -171,7 +182,7 @@ impl Filesystem for LossyFs {
         let mut st = self.lock();
         match st.child(parent, name) {
             Some(ino) if st.nodes[&ino].kind != Kind::Dir => reply.error(libc::ENOTDIR),
-            Some(_) => match st.detach(parent, name) {
+            Some(_) => match st.refuse(fault::REMOVE, parent, Some(name)).map_or_else(|| st.detach(parent, name), Err) {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(e),
             },
@@ -188,6 +199,9 @@ impl Filesystem for LossyFs {
         if flags & libc::RENAME_NOREPLACE != 0 && st.child(newparent, newname).is_some() {
             return reply.error(libc::EEXIST);
         }
+        if let Some(e) = st.refuse(fault::RENAME, parent, Some(name)) {
+            return reply.error(e);
+        }
         match st.move_entry(parent, name, newparent, newname) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -197,6 +211,9 @@ impl Filesystem for LossyFs {
     fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
         let mut st = self.lock();
         if flags & libc::O_TRUNC != 0 {
+            if let Some(e) = st.refuse(fault::TRUNCATE, ino, None) {
+                return reply.error(e);
+            }
             if let Err(e) = st.save_range(ino, 0, u64::MAX) {
                 return reply.error(e);
             }
@@ -218,6 +235,9 @@ impl Filesystem for LossyFs {
         if st.child(parent, name).is_some() {
             return reply.error(libc::EEXIST);
         }
+        if let Some(e) = st.refuse(fault::CREATE, parent, Some(name)) {
+            return reply.error(e);
+        }
         let Some(path) = st.path(parent).map(|p| p.join(name)) else { return reply.error(libc::ENOENT) };
         if let Err(e) = OpenOptions::new().write(true).create_new(true).mode(mode & !umask).open(&path) {
             return reply.error(errno(e));
@@ -231,9 +251,12 @@ impl Filesystem for LossyFs {
         }
     }
 
-    fn read(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, offset: i64, size: u32, _flags: i32,
+    fn read(&mut self, _req: &Request<'_>, ino: u64, fh: u64, offset: i64, size: u32, _flags: i32,
             _lock: Option<u64>, reply: ReplyData) {
-        let st = self.lock();
+        let mut st = self.lock();
+        if let Some(e) = st.refuse(fault::READ, ino, None) {
+            return reply.error(e);
+        }
         let Some((_, file)) = st.handles.get(&fh) else { return reply.error(libc::EBADF) };
         let mut buf = vec![0u8; size as usize];
         let mut got = 0;
@@ -252,6 +275,9 @@ impl Filesystem for LossyFs {
         let mut st = self.lock();
         if !st.handles.contains_key(&fh) {
             return reply.error(libc::EBADF);
+        }
+        if let Some(e) = st.refuse(fault::WRITE, ino, None) {
+            return reply.error(e);
         }
         let (start, end) = (offset as u64, offset as u64 + data.len() as u64);
         if let Err(e) = st.save_range(ino, start, end) {
@@ -281,6 +307,9 @@ impl Filesystem for LossyFs {
 
     fn fsync(&mut self, _req: &Request<'_>, ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
         let mut st = self.lock();
+        if let Some(e) = st.refuse(fault::FSYNC, ino, None) {
+            return reply.error(e); // and nothing becomes durable: the model keeps the file dirty
+        }
         // The backing file is synced too, so that an fsync costs what it costs on this disk
         // (the `fsync` profile's price must show through the layer).
         if let Some((_, file)) = st.handles.get(&fh) {
@@ -323,6 +352,9 @@ impl Filesystem for LossyFs {
 
     fn fsyncdir(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
         let mut st = self.lock();
+        if let Some(e) = st.refuse(fault::FSYNC, ino, None) {
+            return reply.error(e);
+        }
         if let Some(dir) = st.path(ino).and_then(|p| fs::File::open(p).ok()) {
             let _ = dir.sync_all();
         }
@@ -338,7 +370,10 @@ impl Filesystem for LossyFs {
         if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
             return reply.error(libc::EIO);
         }
-        reply.statfs(s.f_blocks, s.f_bfree, s.f_bavail, s.f_files, s.f_ffree, s.f_bsize as u32,
+        // A full disk says so to statfs too (df, Kafka's DescribeLogDirs usable bytes).
+        let full = st.fault.as_ref().map_or(false, |f| f.errno == libc::ENOSPC);
+        let (bfree, bavail) = if full { (0, 0) } else { (s.f_bfree, s.f_bavail) };
+        reply.statfs(s.f_blocks, bfree, bavail, s.f_files, s.f_ffree, s.f_bsize as u32,
                      s.f_namemax as u32, s.f_frsize as u32);
     }
 
@@ -347,6 +382,9 @@ impl Filesystem for LossyFs {
         let mut st = self.lock();
         if mode & (libc::FALLOC_FL_COLLAPSE_RANGE | libc::FALLOC_FL_INSERT_RANGE) != 0 {
             return reply.error(libc::EOPNOTSUPP); // they shift data; nothing here needs them
+        }
+        if let Some(e) = st.refuse(fault::FALLOCATE, ino, None) {
+            return reply.error(e);
         }
         let (start, end) = (offset as u64, (offset + length) as u64);
         if mode & (libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE) != 0 {

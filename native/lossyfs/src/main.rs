@@ -4,9 +4,11 @@
 //!
 //! Control: one command per line on the unix socket, one JSON line back:
 //!   ping | stats | sync-all | drop (power loss: discard every un-synced byte and entry)
+//!   fault <eio-write|eio-read|enospc|ERRNO OPS> [PATH] | clear-fault (disk errors, fault.rs)
 //! `--writeback-s N` models the kernel's writeback: a file's data, or a directory's entries,
 //! dirty for N seconds have reached the disk. Without it nothing un-synced survives a drop.
 
+mod fault;
 mod fs;
 mod state;
 
@@ -16,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fuser::MountOption;
+use fuser::{MountOption, Notifier};
 
 use crate::fs::LossyFs;
 use crate::state::State;
@@ -26,11 +28,39 @@ fn usage(problem: &str) -> ! {
     std::process::exit(2);
 }
 
-fn answer(state: &Arc<Mutex<State>>, command: &str) -> String {
+/// Drop the kernel's page cache of every file, so that reads reach this process (and a read
+/// fault) instead of being served from memory. Sent without the state lock: the kernel may
+/// write back mmap'd pages through us while it invalidates them.
+fn drop_page_cache(state: &Arc<Mutex<State>>, notifier: &Notifier) -> usize {
+    let files: Vec<u64> = {
+        let st = state.lock().unwrap_or_else(|p| p.into_inner());
+        st.nodes.iter().filter(|(_, n)| n.kind == state::Kind::File).map(|(i, _)| *i).collect()
+    };
+    files.iter().filter(|ino| notifier.inval_inode(**ino, 0, 0).is_ok()).count()
+}
+
+fn answer(state: &Arc<Mutex<State>>, notifier: &Notifier, command: &str) -> String {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    if words.first() == Some(&"fault") {
+        let fault = match fault::Fault::parse(&words[1..]) {
+            Ok(f) => f,
+            Err(e) => return format!("{{\"ok\": false, \"error\": \"{}\"}}", e.replace('"', "'")),
+        };
+        let reads = fault.ops & fault::READ != 0;
+        let json = fault.json();
+        state.lock().unwrap_or_else(|p| p.into_inner()).fault = Some(fault);
+        let invalidated = if reads { drop_page_cache(state, notifier) } else { 0 };
+        return format!("{{\"ok\": true, \"fault\": {json}, \"page_cache_dropped_files\": {invalidated}}}");
+    }
     let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
     match command {
-        "ping" => "{\"ok\": true}".to_string(),
+        "ping" => format!("{{\"ok\": true, \"faults\": [{}]}}",
+                          fault::PRESETS.map(|p| format!("\"{}\"", p.0)).join(", ")),
         "stats" => st.stats_json(),
+        "clear-fault" => match st.fault.take() {
+            Some(f) => format!("{{\"ok\": true, \"cleared\": {}}}", f.json()),
+            None => "{\"ok\": true, \"cleared\": null}".to_string(),
+        },
         "sync-all" => {
             st.sync_all();
             "{\"ok\": true}".to_string()
@@ -45,13 +75,13 @@ fn answer(state: &Arc<Mutex<State>>, command: &str) -> String {
     }
 }
 
-fn serve(listener: UnixListener, state: Arc<Mutex<State>>) {
+fn serve(listener: UnixListener, state: Arc<Mutex<State>>, notifier: Notifier) {
     for stream in listener.incoming().flatten() {
-        let state = state.clone();
+        let (state, notifier) = (state.clone(), notifier.clone());
         std::thread::spawn(move || {
             let mut out: UnixStream = match stream.try_clone() { Ok(s) => s, Err(_) => return };
             for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                let reply = answer(&state, line.trim());
+                let reply = answer(&state, &notifier, line.trim());
                 if writeln!(out, "{reply}").is_err() {
                     return;
                 }
@@ -95,8 +125,8 @@ fn main() {
     };
     let _ = std::fs::remove_file(&control);
     let listener = UnixListener::bind(&control).unwrap_or_else(|e| usage(&format!("cannot bind {}: {e}", control.display())));
-    let served = state.clone();
-    std::thread::spawn(move || serve(listener, served));
+    let (served, notifier) = (state.clone(), session.notifier());
+    std::thread::spawn(move || serve(listener, served, notifier));
     if writeback.is_some() {
         let ticking = state.clone();
         std::thread::spawn(move || loop {

@@ -99,6 +99,7 @@ pub struct State {
     pub next_fh: u64,
     pub counters: Counters,
     pub writeback: Option<Duration>,
+    pub fault: Option<crate::fault::Fault>, // an injected disk error (fault.rs), None when healthy
 }
 
 fn err(e: io::Error) -> i32 {
@@ -112,7 +113,7 @@ impl State {
         let _ = fs::remove_dir_all(backing.join("newlive"));
         fs::create_dir_all(backing.join("orphans"))?;
         let mut state = State { backing, nodes: HashMap::new(), next_ino: ROOT + 1, generation: 1,
-                                handles: HashMap::new(), next_fh: 1, counters: Counters::default(), writeback };
+                                handles: HashMap::new(), next_fh: 1, counters: Counters::default(), writeback, fault: None };
         state.scan()?;
         Ok(state)
     }
@@ -454,10 +455,11 @@ impl State {
         format!(
             "{{\"ok\": true, \"files\": {}, \"dirty_files\": {}, \"dirty_bytes\": {}, \"dirty_dirs\": {}, \
              \"fsyncs\": {}, \"fsyncdirs\": {}, \"written_bytes\": {}, \"drops\": {}, \"dropped_bytes_total\": {}, \
-             \"dropped_files_total\": {}, \"dropped_entries_total\": {}, \"writeback_s\": {}}}",
+             \"dropped_files_total\": {}, \"dropped_entries_total\": {}, \"writeback_s\": {}, \"fault\": {}}}",
             files.len(), dirty.len(), dirty.iter().map(|n| n.dirty_bytes()).sum::<u64>(), dirty_dirs,
             c.fsyncs, c.fsyncdirs, c.written_bytes, c.drops, c.dropped_bytes, c.dropped_files, c.dropped_entries,
-            self.writeback.map_or("null".to_string(), |w| format!("{}", w.as_secs_f64())))
+            self.writeback.map_or("null".to_string(), |w| format!("{}", w.as_secs_f64())),
+            self.fault.as_ref().map_or("null".to_string(), |f| f.json()))
     }
 }
 
