@@ -150,8 +150,8 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         notify("starting cluster", recorder)
         began = time.monotonic()
         cluster = rd.own(KafkaCluster(brokers=config.brokers, kafka_version=version, run_id=rd.run_id, work_dir=rd.path,
-                                      lossy_data=faults is not None and "power" in faults.packages,
-                                      lossy_writeback_s=config.power_writeback_s))  # nemesis/power.py
+                                      lossy_data=faults is not None and bool({"power", "disk"} & set(faults.packages)),
+                                      lossy_writeback_s=config.power_writeback_s))  # nemesis/power.py, nemesis/disk.py
         seconds["cluster_ready"] = time.monotonic() - began
         rd.write("cluster.json", cluster.describe())
         watch = rd.own(ClusterWatch(cluster, unreachable_after_s=unreachable_bound(faults)))  # exits before the cluster

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import HarnessError
 from nemesis.base import Nemesis, NemesisRecorder
 from nemesis.clock import ClockNemesis
+from nemesis.disk import DiskNemesis
 from nemesis.flap import FlapNemesis, RejoinNemesis
 from nemesis.partition import SHAPES, PacketLossNemesis, PartitionNemesis
 from nemesis.power import POWER_TARGETS, PowerNemesis
@@ -62,6 +63,7 @@ def build_nemeses(
         "power": lambda: PowerNemesis(power_targets),  # by default with majority and all: correlated loss
         "flap": lambda: FlapNemesis(),  # the leader, then the new leader (nemesis/flap.py)
         "rejoin": lambda: RejoinNemesis(),  # a follower back in the ISR bounced, then the leader
+        "disk": lambda: DiskNemesis(),  # one broker's data directory fails: EIO on writes or reads, ENOSPC
     }
     return {name: makers[name]() for name in names}
 
@@ -159,7 +161,7 @@ class FaultRunner:
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         # Order matters: resume and restart before healing the network, reset clocks last.
-        for name in ("pause", "kill", "flap", "rejoin", "power", "partition", "loss", "clock"):
+        for name in ("pause", "kill", "flap", "rejoin", "power", "disk", "partition", "loss", "clock"):
             if name in self.nemeses:
                 try:
                     self.nemeses[name].teardown()

@@ -27,8 +27,13 @@ CLOCK_BUMP = FaultKind("clock bump", "bump-clock", "reset-clock")
 CLOCK_STROBE = FaultKind("clock strobe", "strobe-clock", "reset-clock")
 CUT = FaultKind("cut", "cut", "heal")  # a scenario's one-link cut; its heal mends every cut
 POWER = FaultKind("power loss", "power-off", "power-on")  # SIGKILL + un-fsynced data dropped; restart
+# A broker's data directory failing (nemesis/disk.py): the lossy mount refuses with EIO or ENOSPC
+# until the heal, which clears it and restarts the JVM if Kafka halted.
+DISK_EIO_WRITE = FaultKind("disk EIO on writes", "disk-eio-write", "disk-healed")
+DISK_EIO_READ = FaultKind("disk EIO on reads", "disk-eio-read", "disk-healed")
+DISK_FULL = FaultKind("disk full (ENOSPC)", "disk-full", "disk-healed")
 
-KINDS = (PARTITION, LOSS, KILL, PAUSE, CLOCK_BUMP, CLOCK_STROBE, CUT, POWER)
+KINDS = (PARTITION, LOSS, KILL, PAUSE, CLOCK_BUMP, CLOCK_STROBE, CUT, POWER, DISK_EIO_WRITE, DISK_EIO_READ, DISK_FULL)
 BY_START = {k.start: k for k in KINDS}
 STOPS = {k.stop for k in KINDS}
 HEAL = "heal"  # the fault runner's final event: every fault healed (value: what each package did)
