@@ -149,6 +149,11 @@ def test_flap_with_no_leader_is_skipped_and_with_no_new_leader_kills_only_the_fi
     assert len(value["targets"]) == 1 and value["after_s"] is None
     assert [f for f, _ in events] == [KILL.start, SKIPPED]
     assert events[1][1]["skipped"].startswith(f"no new leader of {value['partition']} within 1.0 s")
+    # Leaders alone in their ISRs (as on 1.1.1, seed 1, 20 s after a flap): no kill, and why.
+    cluster, events = Cluster(), Events()
+    cluster.isrs = {0: [1], 1: [2], 2: [3]}
+    value = flap(cluster, events).invoke("start", {}, random.Random(1))
+    assert cluster.hits == [] and value["skipped"].startswith("no partition of queue has an in-sync replica besides its leader")
 
 
 def test_rejoined_is_a_broker_back_in_an_isr_since_the_previous_look_and_never_the_leader():
