@@ -51,11 +51,13 @@ MAX_LINES = 30
 EVIDENCE = {
     "io_error": r"Input/output error|No space left on device|IOException|KafkaStorageException",
     "log_dir_offline": r"offline|Stopping serving logs in dir|log ?dir(ectory)?s? .*fail|LogDirFailure",
-    "halted": r"Shutdown broker because|Halting|halt\(|Exiting Kafka|shutting down",
+    # A failed log dir halts through LogManager; a failed metadata log (KRaft: the same directory)
+    # through the fault handler of the raft IO thread, seen for ENOSPC and EIO on reads (docs/disk.md).
+    "halted": r"Shutdown broker because|Halting|halt\(|Exiting Kafka|shutting down|Encountered fatal fault|ProcessTerminatingFaultHandler",
 }
 STARTED = re.compile(r"started \(kafka\.server|Kafka Server started|Transition from STARTING to STARTED|\[KafkaServer id=\d+\] started")
 RECOVERY = re.compile(r"recover|unclean|Loading producer state|Completed load of log|Loaded \d+ logs|Skipping recovery", re.I)
-NOTEWORTHY = re.compile(r"\b(WARN|ERROR|FATAL)\b|" + "|".join(EVIDENCE.values()), re.I)
+NOTEWORTHY = re.compile(r"\b(WARN|ERROR|FATAL)\b|Exception|Caused by|" + "|".join(EVIDENCE.values()), re.I)
 
 
 def log_lines(path: Path, offset: int, keep: re.Pattern[str]) -> tuple[list[str], int]:
