@@ -7,7 +7,10 @@ replay hits the recorded brokers with the recorded delays, and why nobody is hit
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field
+
+import pytest
 
 from harness.cluster.metadata_views import BrokerView
 from harness.history.faults import KILL, SKIPPED
@@ -192,3 +195,28 @@ def test_rejoin_bounces_a_follower_then_kills_its_partitions_leader():
     replay = fast(RejoinNemesis(), other).setup(other, again, "queue")  # type: ignore[arg-type]
     replayed = replay.invoke("start", nemesis.replay_params(value), random.Random(0))
     assert replayed["targets"] == value["targets"] and other.hits == cluster.hits[:len(other.hits)]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_flap_on_real_brokers_kills_a_leader_then_the_leader_elected_after_it(prepared):
+    from harness.cluster import KafkaCluster
+
+    with KafkaCluster(brokers=3) as cluster:
+        cluster.create_topic("flap", partitions=2, replication_factor=3, config={"min.insync.replicas": 2})
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(len(p["isr"]) == 3 for p in cluster.partition_state("flap").values()):
+            time.sleep(0.5)
+        events = Events()
+        nemesis = FlapNemesis(max_delay_s=0.5).setup(cluster, events, "flap")
+        value = nemesis.invoke("start", {"restart_first": True}, random.Random(3))
+        first, second = value["targets"]
+        partition = value["partition"]
+        kills = [v for f, v in events if f == KILL.start]
+        assert first != second and [k["targets"] for k in kills] == [[first], [second]]
+        # Each was the partition's leader as the brokers' metadata named it when it died.
+        assert f"leader:{partition}" in kills[0]["roles"][str(first)] and f"leader:{partition}" in kills[1]["roles"][str(second)]
+        assert cluster.node(first).pid() is not None and cluster.node(second).pid() is None  # the first restarted
+        assert nemesis.invoke("stop", {}, random.Random(3))["targets"] == [second]
+        assert all(node.pid() is not None for node in cluster.brokers)
+        print(f"flap on {cluster.describe().get('kafka_version')}: {first} then {second} {value['after_s']} s later")
