@@ -46,6 +46,7 @@ class Roles:
     isrs: dict[int, list[int]] = field(default_factory=dict)  # partition -> in-sync replica ids
     rejoined: dict[int, list[int]] = field(default_factory=dict)  # partition -> ids back in its ISR since the last look
     since_s: float | None = None  # seconds since that previous look (None: no previous look)
+    controller_error: str | None = None  # why the controller lookup failed (the leaders may still be known)
 
     @classmethod
     def now(cls, cluster: "KafkaCluster", topic: str | None, views: Any = None) -> "Roles":
@@ -57,6 +58,10 @@ class Roles:
         try:
             controller = cluster.active_controller()
             roles.controller = controller.node_id if controller is not None else None
+        except Exception as exc:  # 0.10.2.2 under flap: "Local: Partial response" while the leaders were known
+            roles.controller_error = str(exc)[:300]
+            log.debug("controller unavailable: %s", exc)
+        try:
             if topic is not None:  # cluster.partition_state, keeping who answered for a skip's reason
                 answers = (views or cluster.broker_views)()
                 roles.answered = sorted(answers)
@@ -129,7 +134,7 @@ def no_target_reason(target: str, roles: Roles | None, aimed: dict[str, Any] | N
             return f"no leader of topic {roles.topic} found in the metadata ({why})"
         return f"partition {(aimed or {}).get('partition', '?')} has no leader in the metadata"
     if target == "controller":
-        return "no active controller found in the metadata"
+        return "no active controller found in the metadata" + (f" ({roles.controller_error})" if roles and roles.controller_error else "")
     if target == "follower" and roles is not None:
         return f"no partition of topic {roles.topic} has an in-sync follower in the metadata (ISRs {roles.isrs})"
     if target == "rejoined" and roles is not None:
