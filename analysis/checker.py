@@ -19,7 +19,7 @@ from analysis.history_load import HistoryError, load_history
 from analysis.replica_evidence import NAME as REPLICA_DIVERGENCE, divergence_permitted, read_replica_divergence
 from analysis.permissions import allowed as permitted, effective_profile, model_permitted
 from analysis.explain import clock as wall_clock
-from analysis.producer_evidence import duplicate_hint, match_duplicates, out_of_order_sequences
+from analysis.producer_evidence import attach_producer_ids, duplicate_hint, match_duplicates, out_of_order_sequences
 from analysis.registry import ANOMALIES, MAX_EXAMPLES, REGISTRY, Anomaly
 from analysis.results_file import RESULTS, history_fingerprint, probe_writable, retire, write_results
 from analysis.verdict import decide, headline
@@ -141,16 +141,20 @@ def _duplicate_sends(d: A.Derived, duplicates: DataFrame) -> list[dict[str, Any]
     (producer_evidence.match_duplicates); a value sent in a transaction has no invoke of its own."""
     values = [r["value"] for r in duplicates.select("value").limit(MAX_DUPLICATE_SENDS).collect()]
     rows = d.events.filter((F.col("f") == "send") & F.col("value.value").isin(values)).select(
-        "type", "time", F.col("value.key").alias("key"), F.col("value.value").alias("value")).collect()
-    sends = {v: {"value": v, "key": None, "invoke_s": None, "complete_s": None} for v in values}
+        "type", "time", "process", F.col("value.key").alias("key"), F.col("value.value").alias("value")).collect()
+    sends = {v: {"value": v, "key": None, "invoke_s": None, "complete_s": None, "process": None} for v in values}
     for r in sorted(rows, key=lambda r: r["time"]):
         s = sends[r["value"]]
-        s["key"] = r["key"]
+        s["key"], s["process"] = r["key"], r["process"]
         if r["type"] == "invoke" and s["invoke_s"] is None:
             s["invoke_s"] = r["time"] / 1e9
         elif r["type"] != "invoke" and s["complete_s"] is None:
             s["complete_s"] = r["time"] / 1e9
-    return list(sends.values())
+    processes = {s["process"] for s in sends.values() if s["process"] is not None}
+    ids = [(r["process"], r["time"] / 1e9, r["id"]) for r in d.events.filter(
+        (F.col("f") == "producer") & F.col("process").isin(list(processes)) & F.col("value.producer_id").isNotNull()).select(
+        "process", "time", F.col("value.producer_id").alias("id")).collect()] if processes else []
+    return attach_producer_ids(list(sends.values()), ids)
 
 
 def _find(anomaly: Anomaly, d: A.Derived, pairs: DataFrame) -> DataFrame:

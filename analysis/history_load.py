@@ -4,7 +4,8 @@
 `history.jsonl`. Both are normalised to one explicit schema:
 
     index long, time long, process string, pid long (null for "nemesis"), type string,
-    f string, value struct<key, value, offset, epoch, records[], sends[], keys[], seek>, error string
+    f string, value struct<key, value, offset, epoch, records[], sends[], keys[], seek, producer_id,
+    producer_epoch>, error string
 
 Malformed input raises HistoryError naming the file, the line (JSONL) or index (Parquet) and why.
 A last JSONL line cut off mid-write (a SIGKILLed recorder) is not an error: it is dropped and
@@ -39,6 +40,9 @@ VALUE = T.StructType(
         T.StructField("sends", T.ArrayType(SEND)),
         T.StructField("keys", T.ArrayType(T.LongType())),
         T.StructField("seek", T.StringType()),
+        # f "producer": an idempotent producer's id and epoch (workloads/producer_ids.py)
+        T.StructField("producer_id", T.LongType()),
+        T.StructField("producer_epoch", T.LongType()),
     ]
 )
 # JSONL as read: `process` and `value` kept as raw JSON text (they differ in shape by `f`,
@@ -55,7 +59,7 @@ RAW_JSONL = T.StructType(
         T.StructField("_corrupt", T.StringType()),
     ]
 )
-VALUE_FS = ("send", "poll", "txn", "assign", "subscribe")
+VALUE_FS = ("send", "poll", "txn", "assign", "subscribe", "producer")
 
 
 # A value field that should hold an int (or null) but holds a string, a bool, an object, an

@@ -69,6 +69,40 @@ def out_of_order_sequences(run_dir: Path | str, limit: int = 5) -> dict[str, Any
     return {"count": count, "examples": examples, "events": events, "explanation": ISSUE}
 
 
+# How often a producer reports its id and epoch (workloads/producer_ids.py): an id change is seen
+# up to this late, so a send that completed this close before a change may carry either id.
+STATS_INTERVAL_S = 1.0
+
+
+def attach_producer_ids(sends: list[dict[str, Any]], ids: list[tuple[Any, float, int]],
+                        interval_s: float = STATS_INTERVAL_S) -> list[dict[str, Any]]:
+    """Give each send (with `process`, `invoke_s`, `complete_s`) the `producer_id` its process held
+    while it was in flight, where the history's `producer` events prove it; otherwise leave it out
+    (the match then ignores producer ids, as for histories that have none).
+
+    A producer acquires its id once and keeps it across epoch bumps, so a process that only ever
+    reported one id sent everything under it. A process with several ids: the last id reported at
+    or before the invoke, when no other id was reported before the send completed plus one
+    statistics interval (an id change is seen up to one interval late)."""
+    by_process: dict[Any, list[tuple[float, int]]] = {}
+    for process, at, pid in sorted(ids, key=lambda x: x[1]):
+        by_process.setdefault(process, []).append((at, pid))
+    for send in sends:
+        seen = by_process.get(send.get("process")) or []
+        distinct = {pid for _, pid in seen}
+        if len(distinct) == 1:
+            send["producer_id"] = next(iter(distinct))
+            continue
+        if send.get("invoke_s") is None or send.get("complete_s") is None:
+            continue
+        before = [pid for at, pid in seen if at <= send["invoke_s"]]
+        changed = any(pid != before[-1] for at, pid in seen
+                      if send["invoke_s"] < at <= send["complete_s"] + interval_s) if before else True
+        if before and not changed:
+            send["producer_id"] = before[-1]
+    return sends
+
+
 def match_duplicates(evidence: dict[str, Any] | None, sends: list[dict[str, Any]] | None, start_ns: int | None,
                      topic: str | None = None) -> dict[str, Any]:
     """Which duplicated values an OutOfOrderSequenceException explains: one logged on the value's

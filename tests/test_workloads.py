@@ -89,6 +89,10 @@ def test_fault_free_queue_run_keeps_every_acknowledged_send(prepared, tmp_path: 
     acked = assert_drain_read_every_acknowledged_send_once_at_its_offset(run_dir, events)
     epochs = {r["epoch"] for e in events if e["f"] == "poll" and e["type"] == "ok" for r in e["value"]["records"]}
     assert epochs and None not in epochs, "consumed records carry their leader epoch"
+    ids = {(e["process"], e["value"]["producer_id"]) for e in events if e["f"] == "producer"}
+    senders = {e["process"] for e in events if e["f"] == "send"}
+    assert {p for p, _ in ids} == senders and all(pid >= 0 for _, pid in ids), \
+        f"every idempotent producer records its producer id (workloads/producer_ids.py): {ids} for {senders}"
     report_figure(f"queue run: {len(acked)} acknowledged sends, {len(events)} events, "
                   f"workload {result.seconds['workload']:.1f} s, drain {result.seconds['drain']:.1f} s")
 
@@ -110,6 +114,8 @@ def test_transactional_run_never_shows_an_aborted_record_to_read_committed(prepa
     read = [r["value"] for e in events if e["f"] == "poll" and e["type"] == "ok" for r in e["value"]["records"]]
     assert read and not aborted & set(read), f"read_committed consumers read aborted values {sorted(aborted & set(read))[:10]}"
     assert_drain_read_every_acknowledged_send_once_at_its_offset(run_dir, events)
+    txn_processes = {e["process"] for e in events if e["f"] == "txn"}
+    assert txn_processes <= {e["process"] for e in events if e["f"] == "producer"}, "transactional producers record their id"
     report_figure(f"txn run: {outcomes['ok']} committed, {outcomes['fail']} aborted, {outcomes['info']} unknown; "
                   f"{len(read)} records read, none aborted")
 

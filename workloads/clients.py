@@ -18,6 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_STORED, Consumer, KafkaErro
 
 from harness.history import Recorder
 from workloads.outcomes import error_text, send_outcome
+from workloads.producer_ids import watch_config
 from workloads.profiles import Profile
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,8 @@ class ProducerClient:
             **profile.producer_config(),
             **(extra or {}),
         }
+        if self.config.get("enable.idempotence"):
+            self.config.update(watch_config(recorder, process))  # its id and epoch, for duplicates' evidence
         self.producer: Producer | None = None
         self.fatal: str | None = None
         self._closing: str | None = None  # while close() purges: why the purged sends are unknown

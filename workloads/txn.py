@@ -24,6 +24,7 @@ from harness.history import Recorder
 from workloads.clients import _epoch
 from workloads.outcomes import error_text
 from workloads.pacing import Pacer
+from workloads.producer_ids import watch_config
 from workloads.profiles import Profile
 from workloads.queue import QueueWorkload
 
@@ -49,6 +50,7 @@ class TxnProducerClient:
             # Right after a commit the coordinator answers CONCURRENT_TRANSACTIONS until its markers are
             # written; librdkafka's default 100 ms backoff made each transaction wait for it.
             "retry.backoff.ms": 10,
+            **watch_config(recorder, process),  # its id and epoch in the history (workloads/producer_ids.py)
         }
         self.producer: Producer | None = None
         self.fatal: str | None = None

@@ -25,7 +25,10 @@ from typing import Any, Iterable
 FORMAT_VERSION = 1
 TYPES = ("invoke", "ok", "fail", "info")
 TYPE_CODES = {t: i for i, t in enumerate(TYPES)}  # how the recorder's OTHER row stores its type
-CLIENT_FS = ("send", "poll", "assign", "subscribe", "txn", "crash")
+CLIENT_FS = ("send", "poll", "assign", "subscribe", "txn", "crash", "producer")
+# Client events that are observations, not operations: recorded as `info` alone, no invoke, and
+# never paired (a client's death; an idempotent producer's id and epoch, workloads/producer_ids.py).
+NOTE_FS = ("crash", "producer")
 READ_FS = ("poll", "txn")  # the fs whose ok completions carry records read
 RESET_FS = ("assign", "subscribe")  # the fs after which a consumer's read sequence starts afresh
 SEEKS = ("beginning", "committed", None)
@@ -179,7 +182,7 @@ def validate_events(events: Iterable[Any]) -> list[str]:
             problems.append(f"{where}: time {e['time']} goes backwards (previous {last_time})")
         last_time = max(last_time, e["time"])
         process, type_, f, value = e["process"], e["type"], e["f"], e.get("value")
-        if process == NEMESIS or f == "crash":
+        if process == NEMESIS or f in NOTE_FS:
             continue
         if f == "send":
             pending = open_sends.setdefault(process, set())

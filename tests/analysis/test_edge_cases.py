@@ -281,3 +281,25 @@ def test_the_known_client_bug_excuses_only_duplicates_sent_while_their_partition
     matched = results["out_of_order_sequences"]["duplicates_matched"]
     assert results["forbidden"] == ["duplicate"] and matched["duplicates"] == 1
     assert (matched["explained"] == 1) is excused and bool(known_client_duplicates(results)) is excused
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("logged_producer, explained", [(1000, 1), (2000, 0)])
+def test_a_duplicate_is_blamed_on_the_epoch_bump_only_for_the_producer_that_sent_it(spark, tmp_path, logged_producer, explained):
+    # Value 1 sent by process 1 (producer id 1000, recorded by workloads/producer_ids.py) between
+    # 1 µs and 3 µs after 10:40:13.000 UTC; a broker refused an out-of-order batch on queue-0 then.
+    b = Builder()
+    b.add(1, "info", "producer", {"producer_id": 1000, "producer_epoch": 0})
+    for e in written_twice().events:
+        b.add(e["process"], e["type"], e["f"], e["value"])
+    run = write_run(tmp_path, b.events, {"profile": {"name": "safe"}, "drain": {"complete": True},
+                                         "history_start_utc": "2026-11-22T10:40:13.000000+00:00"})
+    log = run / "brokers" / "2" / "server.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("[2026-11-22 10:40:13,000] ERROR [ReplicaManager broker=2] Error processing append operation\n"
+                   f"org.apache.kafka.common.errors.OutOfOrderSequenceException: Out of order sequence number "
+                   f"for producer {logged_producer} at offset 1 in partition queue-0: 3 (incoming seq. number), 1\n")
+    results = check_run(run, spark)
+    matched = results["out_of_order_sequences"]["duplicates_matched"]
+    assert results["forbidden"] == ["duplicate"] and matched["duplicates"] == 1
+    assert matched["explained"] == explained  # another producer's refused batch explains nothing

@@ -1,0 +1,61 @@
+"""The producer id in the history (workloads/producer_ids.py) and how the duplicate matcher uses it
+(analysis/producer_evidence.py): a duplicate is only blamed on librdkafka's epoch bump when the
+broker's OutOfOrderSequenceException names the producer that sent it."""
+
+from __future__ import annotations
+
+import json
+
+from analysis.producer_evidence import attach_producer_ids, match_duplicates
+from harness.history import Recorder
+from harness.history.files import read_history, validate_history
+from workloads.producer_ids import ProducerIdWatch
+
+
+def stats(pid: int, epoch: int) -> str:
+    return json.dumps({"name": "rdkafka#producer-1", "brokers": {}, "eos": {"idemp_state": "Assigned", "producer_id": pid,
+                                                                           "producer_epoch": epoch, "epoch_cnt": 1}})
+
+
+def test_watch_records_the_first_id_and_each_change_only(tmp_path) -> None:
+    path = tmp_path / "history.jsonl"
+    with Recorder(path) as recorder:
+        watch = ProducerIdWatch(recorder, 3)
+        for s in (json.dumps({"brokers": {}}), stats(-1, -1), stats(4000, 0), stats(4000, 0), stats(4000, 1), "not json"):
+            watch(s)
+        recorder.close(parquet=False)
+    events = read_history(path)
+    assert [(e["process"], e["type"], e["f"], e["value"]) for e in events] == [
+        (3, "info", "producer", {"producer_id": 4000, "producer_epoch": 0}),
+        (3, "info", "producer", {"producer_id": 4000, "producer_epoch": 1})]
+    assert validate_history(path) == []  # an observation: no invoke needed
+
+
+def send(value: int, process: str, invoke_s: float, complete_s: float, key: int = 0) -> dict:
+    return {"value": value, "key": key, "process": process, "invoke_s": invoke_s, "complete_s": complete_s}
+
+
+def test_one_id_per_process_covers_all_its_sends() -> None:
+    sends = attach_producer_ids([send(1, "0", 0.5, 0.7), send(2, "1", 9.0, 9.5)], [("0", 1.2, 77), ("0", 3.0, 77), ("1", 1.0, 78)])
+    assert [s["producer_id"] for s in sends] == [77, 78]
+
+
+def test_a_send_near_an_id_change_gets_no_id() -> None:
+    ids = [("0", 1.0, 77), ("0", 5.0, 90)]  # a new id reported at 5.0: it may have been taken up to 1 s earlier
+    sends = attach_producer_ids([send(1, "0", 2.0, 2.5), send(2, "0", 4.0, 4.5), send(3, "0", 6.0, 6.1),
+                                 send(4, "0", 0.2, 0.4)], ids)
+    assert sends[0]["producer_id"] == 77  # in flight well before the change
+    assert "producer_id" not in sends[1]  # completed within a statistics interval of the change
+    assert sends[2]["producer_id"] == 90
+    assert "producer_id" not in sends[3]  # before the first report: not proven
+
+
+def test_the_matcher_refuses_another_producers_exception() -> None:
+    start = 1_000_000_000_000
+    evidence = {"events": [{"broker": "2", "utc_ns": start + 2_200_000_000, "topic": "queue", "partition": 0, "producer_id": 90}]}
+    mine = attach_producer_ids([send(1, "0", 2.0, 2.5)], [("0", 1.0, 77)])
+    assert match_duplicates(evidence, mine, start, "queue")["explained"] == 0  # same partition and time, other producer
+    theirs = attach_producer_ids([send(1, "0", 2.0, 2.5)], [("0", 1.0, 90)])
+    assert match_duplicates(evidence, theirs, start, "queue")["explained"] == 1
+    unknown = [send(1, "0", 2.0, 2.5)]  # no producer events (an older history): partition and time decide
+    assert match_duplicates(evidence, unknown, start, "queue")["explained"] == 1
