@@ -132,6 +132,12 @@ def isolate(ctx: ScenarioContext, node: Node, peers: list[Node]) -> None:
     follower whose log end equals the leader's is never out of sync, fetching or not (Kafka's
     isCaughtUp), so with no writes the leader alone never shrinks the ISR (measured on 4.3.1:
     ISR [1, 2, 3] 60 s after cutting A<->B); the controller fences it after the session timeout."""
+    for n in [node] + peers:
+        if not n.address:  # measured: the separate KRaft controller's address was "" (iptables: Bad argument `DROP')
+            container = n.container.get_wrapped_container()
+            container.reload()
+            n.address = container.attrs["NetworkSettings"]["Networks"].get(ctx.cluster.network.name, {}).get("IPAddress", "")
+            ctx.step(f"address of {ctx.name(n)} read again", node=n.node_id, address=n.address)
     for peer in peers:
         ctx.cut(node, peer)
 
