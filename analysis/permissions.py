@@ -57,7 +57,9 @@ ALIASES = {
 }
 BOOLEANS = ("enable.idempotence", "unclean.leader.election.enable", "transactional")
 
-_LOSS = {"lost-write", "unseen", "poll-skip"}
+# eos-lost and eos-duplicate follow the input's records: a pipeline cannot process an input record
+# the log lost, and processes a duplicated one twice.
+_LOSS = {"lost-write", "unseen", "poll-skip", "eos-lost"}
 _DIVERGENCE = _LOSS | {"inconsistent-offsets", "nonmonotonic-poll"}
 
 # (description, predicate over the effective profile and workload, permitted anomalies)
@@ -67,7 +69,8 @@ RULES: list[tuple[str, Any, set[str]]] = [
     ("unclean.leader.election.enable=true", lambda p, w: bool(p["unclean.leader.election.enable"]), _DIVERGENCE),
     ("min.insync.replicas<2", lambda p, w: int(p["min.insync.replicas"]) < 2, _LOSS),
     ("replication.factor<3", lambda p, w: int(p["replication.factor"]) < 3, _LOSS),
-    ("no idempotence with retries", lambda p, w: not p["enable.idempotence"] and int(p["retries"]) > 0, {"duplicate"}),
+    ("no idempotence with retries", lambda p, w: not p["enable.idempotence"] and int(p["retries"]) > 0,
+     {"duplicate", "eos-duplicate"}),
     ("no idempotence with retries and max.in.flight>1",
      lambda p, w: not p["enable.idempotence"] and int(p["retries"]) > 0 and int(p["max.in.flight"]) > 1,
      {"nonmonotonic-send"}),
@@ -75,7 +78,7 @@ RULES: list[tuple[str, Any, set[str]]] = [
      lambda p, w: w == "txn" and p["isolation.level"] == "read_uncommitted", {"aborted-read"}),
     ("idempotent producer with delivery.timeout.ms < 120 s (librdkafka re-sends timed-out batches under a new epoch)",
      lambda p, w: p["enable.idempotence"] and not p["transactional"] and w != "txn" and int(p["delivery.timeout.ms"]) < 120_000,
-     {"duplicate"}),
+     {"duplicate", "eos-duplicate"}),
 ]
 
 # Kafka's transaction model, whatever the profile (as Jepsen's allowed-error-types): a

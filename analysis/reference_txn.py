@@ -179,4 +179,7 @@ def findings(events: list[dict], positions: set[tuple[int, int, int]]) -> dict[s
     out = internal(events, positions)
     c = cycles(edges(events, positions))
     out["G0"], out["G1c"] = c["G0"], c["G1c"]
+    from analysis import reference_eos  # imports this module: imported here, not at the top
+
+    out.update(reference_eos.findings(events, positions))
     return out

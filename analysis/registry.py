@@ -108,6 +108,26 @@ REGISTRY: tuple[Anomaly, ...] = (
             "edges alone is impossible at read_committed; one that needs a ww edge is permitted "
             "(sends reach the log before their commit, so ww order is no commit order).",
             "strongly connected component", "g1c", ("size",), "cycles"),
+    # The exactly-once pipeline (the eos workload: input at keys below 1000, output at 1000 + p,
+    # an output value V' made from the input value V' mod 1e9; a pipeline txn sends to the output).
+    Anomaly("eos-lost",
+            "an input value of the exactly-once pipeline (observed at offset o of an input key K) that "
+            "no read of the output returned any value made from, although an `ok` pipeline txn read K "
+            "at an offset of o or more: the pipeline committed its input offsets past it. Like unseen, "
+            "it counts only once the final drain read the output to its end.",
+            "input value", "eos_lost", ("key",), "eos_anomalies"),
+    Anomaly("eos-duplicate",
+            "an input value of the exactly-once pipeline from which reads of the output returned "
+            "values at two or more (key, offset) positions: it was processed and committed more than "
+            "once.",
+            "input value", "eos_duplicate", ("value",), "eos_anomalies"),
+    Anomaly("eos-G1c",
+            "a cycle of the pipeline's txns through the input and the output: wr edges between pipeline "
+            "txns, and T → T′ when T′ (`ok` or `info`) began reading an input key at the observed "
+            "offset right after the last one the `ok` pipeline txn T read there (T′ read the input "
+            "offset T committed). Each edge orders T's commit before T′'s reads, so no such cycle can "
+            "happen.",
+            "strongly connected component", "eos_g1c", ("size",), "eos_anomalies"),
 )
 
 ANOMALIES: tuple[str, ...] = tuple(a.name for a in REGISTRY)

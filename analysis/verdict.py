@@ -47,6 +47,8 @@ def decide(
             continue
         if name == "unseen" and not drain_complete and not unseen_drained:
             continue
+        if name == "eos-lost" and not drain_complete:  # its output may merely be unread
+            continue
         forbidden.append(name)
     if forbidden:
         return Verdict("invalid", forbidden, [
@@ -68,6 +70,9 @@ def decide(
         why = "; ".join(f"partition {p}: {r}" for p, r in sorted((undrained or {}).items(), key=lambda kv: _key(kv[0])))
         reasons.append(f"{counts['unseen']} acknowledged write(s) unseen and the final drain {state}"
                        + (f" (not drained: {why})" if undrained else ""))
+    if counts.get("eos-lost", 0) and "eos-lost" not in allowed and not drain_complete:
+        reasons.append(f"{counts['eos-lost']} input value(s) the pipeline committed past have no output read, and the "
+                       "final drain did not read the output to its end")
     return Verdict("unknown" if reasons else "valid", [], reasons)
 
 
@@ -79,7 +84,8 @@ def _key(partition: str) -> tuple[int, str]:
 # "invalid" never shows next to all zeros: a run whose only finding is, say, a poll-skip shows
 # it under "other" (it used to show "invalid 0/0/0/0", issue 19).
 HEADLINE = ("lost", "duplicated", "reordered", "diverged", "other")
-_GROUPS = {"lost-write": "lost", "unseen": "lost", "duplicate": "duplicated", "nonmonotonic-send": "reordered",
+_GROUPS = {"lost-write": "lost", "unseen": "lost", "eos-lost": "lost", "duplicate": "duplicated",
+           "eos-duplicate": "duplicated", "nonmonotonic-send": "reordered",
            "nonmonotonic-poll": "reordered", "inconsistent-offsets": "diverged"}
 
 
@@ -90,9 +96,12 @@ def headline(counts: dict[str, int], drain_complete: bool | None, forbidden: lis
     adds the offsets where replicas disagreed after healing; `other` counts every forbidden kind
     of anomaly that none of the first four names."""
     lost = counts.get("lost-write", 0) + (counts.get("unseen", 0) if drain_complete else unseen_drained)
+    # The pipeline's input values (eos) count besides the records: a lost input value whose output
+    # record was committed and then lost counts once as each.
+    lost += counts.get("eos-lost", 0) if drain_complete else 0
     return {
         "lost": lost,
-        "duplicated": counts.get("duplicate", 0),
+        "duplicated": counts.get("duplicate", 0) + counts.get("eos-duplicate", 0),
         "reordered": counts.get("nonmonotonic-send", 0) + counts.get("nonmonotonic-poll", 0),
         "diverged": counts.get("inconsistent-offsets", 0) + replica_diverged,
         "other": sum(counts.get(n, 0) for n in forbidden if n not in _GROUPS),

@@ -109,7 +109,7 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 
 @cli.command(name="run")
 @click.option("--brokers", default=D["brokers"], show_default=True, type=click.IntRange(1, 9), help="Number of Kafka brokers.")
-@click.option("--workload", default=D["workload"], show_default=True, help="queue (sends and polls) or txn (transactions, read_committed).")
+@click.option("--workload", default=D["workload"], show_default=True, help="queue (sends and polls), txn (transactions, read_committed) or eos (exactly-once pipeline: consume, transform, produce and commit input offsets in one transaction; read_committed readers of the output).")
 @click.option("--profile", default=D["profile"], show_default=True, help="Client profile: safe, fsync, no-idempotence, acks1, acks0, minisr1, unclean, autocommit, short-timeout, unsafe.")
 @click.option("--time-limit", default=D["time_limit"], show_default=True, type=float, help="Seconds of workload (before heal and drain).")
 @click.option("--rate", default=D["rate"], show_default=True, type=float, help="Target sends per second, over all producers.")
@@ -119,7 +119,7 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 @click.option("--producers", default=D["producers"], show_default=True, type=int)
 @click.option("--consumers", default=D["consumers"], show_default=True, type=int)
 @click.option("--subscribe", is_flag=True, default=D["subscribe"], help="Consumers join a group (subscribe) instead of assigning partitions.")
-@click.option("--abort-probability", default=D["abort_probability"], show_default=True, type=float, help="txn workload: share of transactions aborted on purpose.")
+@click.option("--abort-probability", default=D["abort_probability"], show_default=True, type=float, help="txn and eos workloads: share of transactions aborted on purpose.")
 @click.option("--drain-timeout", default=D["drain_timeout"], show_default=True, type=float, help="Seconds the final drain may take.")
 @click.option("--allow-worker-errors", is_flag=True, default=D["allow_worker_errors"],
               help="A client worker that dies does not make the verdict unknown (for runs meant to kill clients).")

@@ -107,7 +107,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--chaos-seeds", default="1", help="A count N (seeds 1..N), a list '3,7' or a range '5..8' (default 1).")
     g.addoption("--chaos-store", default="store/nightly", help="Store folder for the run directories and index.html (default store/nightly).")
     g.addoption("--spark-master", default=None, metavar="URL", help="Spark master for the checker (default: the session's local Spark).")
-    g.addoption("--chaos-workloads", default=",".join(DEFAULT_WORKLOADS), help="Comma-separated workloads: queue, txn.")
+    g.addoption("--chaos-workloads", default=",".join(DEFAULT_WORKLOADS), help="Comma-separated workloads: queue, txn, eos.")
     g.addoption("--chaos-nemeses", default=",".join(DEFAULT_NEMESES),
                 help="Comma-separated nemesis sets, packages joined by '+' (e.g. partition,kill+pause), or none.")
     g.addoption("--chaos-profiles", default=",".join(DEFAULT_PROFILES), help="Comma-separated client profiles (workloads/profiles.py).")

@@ -70,12 +70,15 @@ ProgressFn = Callable[[str, Recorder | None], None]
 
 def make_workload(config: RunConfig, profile: Any, recorder: Recorder, bootstrap: str, run_id: str):  # type: ignore[no-untyped-def]
     from workloads.queue import QueueWorkload
+    from workloads.eos import EosWorkload
     from workloads.txn import TxnWorkload
 
     kwargs = dict(partitions=config.partitions, producers=config.producers, consumers=config.consumers,
                   rate=config.rate, seed=config.seed, subscribe=config.subscribe, group_id=f"{config.workload}-{run_id}")
     if config.workload == "txn":
         return TxnWorkload(recorder, bootstrap, TOPIC, profile, abort_probability=config.abort_probability, **kwargs)
+    if config.workload == "eos":
+        return EosWorkload(recorder, bootstrap, TOPIC, profile, abort_probability=config.abort_probability, **kwargs)
     return QueueWorkload(recorder, bootstrap, TOPIC, profile, **kwargs)
 
 
@@ -138,7 +141,7 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         "profile": profile.as_dict(), "rate": config.rate, "time_limit_s": config.time_limit_s,
         "partitions": config.partitions, "replication_factor": profile.replication_factor,
         "producers": config.producers, "consumers": config.consumers, "subscribe": config.subscribe,
-        "abort_probability": config.abort_probability if config.workload == "txn" else None,
+        "abort_probability": config.abort_probability if config.workload in ("txn", "eos") else None,
         "drain_timeout_s": config.drain_timeout_s, "allow_worker_errors": config.allow_worker_errors,
         "power_writeback_s": config.power_writeback_s, "topic": TOPIC,
         "nemesis": list(faults.packages) if faults is not None else [],
@@ -158,6 +161,9 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         cluster.create_topic(TOPIC, partitions=config.partitions, replication_factor=profile.replication_factor,
                              config=profile.topic_config())
         workload = make_workload(config, profile, recorder, cluster.bootstrap_servers(), rd.run_id)
+        for extra in getattr(workload, "extra_topics", ()):  # eos: its output topic, made like the input
+            cluster.create_topic(extra, partitions=config.partitions, replication_factor=profile.replication_factor,
+                                 config=profile.topic_config())
         if faults is not None:
             faults.setup(cluster, recorder)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 
-WORKLOADS = ("queue", "txn")
+WORKLOADS = ("queue", "txn", "eos")
 TOPIC = "queue"
 
 

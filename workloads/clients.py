@@ -148,8 +148,11 @@ class ConsumerClient:
     """A recorded consumer: assign or subscribe, then sequential polls."""
 
     def __init__(self, process: int, recorder: Recorder, bootstrap: str, topic: str, profile: Profile,
-                 group_id: str, extra: dict[str, Any] | None = None) -> None:
+                 group_id: str, extra: dict[str, Any] | None = None, key_base: int = 0) -> None:
         self.process, self.recorder, self.topic = process, recorder, topic
+        # The history's key of partition p is key_base + p: the eos workload's output topic is
+        # recorded at keys 1000 + p, apart from its input topic (harness/history/eos.py).
+        self.key_base = key_base
         self.config = {
             "bootstrap.servers": bootstrap,
             "group.id": group_id,
@@ -169,7 +172,7 @@ class ConsumerClient:
 
     def assign(self, keys: list[int], seek: str | None = "committed") -> bool:
         assert self.consumer is not None
-        value = {"keys": list(keys), "seek": seek}
+        value = {"keys": [k + self.key_base for k in keys], "seek": seek}
         self.recorder.record(self.process, "invoke", "assign", value)
         start = OFFSET_BEGINNING if seek == "beginning" else OFFSET_STORED
         try:
@@ -183,7 +186,7 @@ class ConsumerClient:
     def subscribe(self, keys: list[int]) -> bool:
         """Join the group; `keys` are the topic's partitions (the group decides who reads which)."""
         assert self.consumer is not None
-        value = {"keys": list(keys), "seek": "committed"}
+        value = {"keys": [k + self.key_base for k in keys], "seek": "committed"}
         self.recorder.record(self.process, "invoke", "subscribe", value)
         try:
             self.consumer.subscribe([self.topic], on_assign=self._on_assign)
@@ -211,7 +214,7 @@ class ConsumerClient:
             err = msg.error()
             if err is None:
                 p, o = msg.partition(), msg.offset()
-                records.append({"key": p, "offset": o, "value": int(msg.value()), "epoch": _epoch(msg)})
+                records.append({"key": p + self.key_base, "offset": o, "value": int(msg.value()), "epoch": _epoch(msg)})
                 self.next_offset[p] = o + 1
             elif err.code() == KafkaError._PARTITION_EOF:
                 self.eof[msg.partition()] = msg.offset()
@@ -222,7 +225,7 @@ class ConsumerClient:
             # assignment, so record it as its own assign (positions reset to the committed offsets) between
             # an empty poll and the poll that returned the records; the history stays sequential per process.
             keys, self.rebalanced = self.rebalanced, None
-            value = {"keys": keys, "seek": "committed"}
+            value = {"keys": [k + self.key_base for k in keys], "seek": "committed"}
             self.recorder.record(self.process, "ok", "poll", {"records": []}, "group rebalance during this poll")
             self.recorder.record(self.process, "invoke", "assign", value)
             self.recorder.record(self.process, "ok", "assign", value, "group rebalance")

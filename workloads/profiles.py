@@ -134,8 +134,8 @@ def refuse_unsupported(profile: Profile, workload: str, kafka_version: str) -> N
             return
     except KafkaVersionError:
         return  # not a version at all: resolving the jars says so, in a run directory marked FAILED
-    if workload == "txn":
-        raise HarnessError(f"the txn workload needs transactions, which Kafka {kafka_version} does not have (KIP-98: 0.11.0 and later).",
+    if workload in ("txn", "eos"):
+        raise HarnessError(f"the {workload} workload needs transactions, which Kafka {kafka_version} does not have (KIP-98: 0.11.0 and later).",
                            hint="use --workload queue on this version, or a Kafka version of 0.11.0 or later")
     if profile.enable_idempotence:
         idempotent_free = ", ".join(name for name, p in PROFILES.items() if not p.enable_idempotence)

@@ -58,6 +58,7 @@ class QueueWorkload:
         self.rate, self.seed, self.subscribe, self.group_id = rate, seed, subscribe, group_id
         self.process_ids = ProcessIds()
         self._stop = threading.Event()
+        self._feed_stop = self._stop  # what stops the producers (the eos workload stops them first)
         self._threads: list[threading.Thread] = []
         self.errors: list[str] = []  # unexpected exceptions in worker threads
         self._ready: list[threading.Event] = []
@@ -124,7 +125,7 @@ class QueueWorkload:
         self._opened()
         pacer.begin()
         try:
-            while not self._stop.is_set():
+            while not self._feed_stop.is_set():
                 due = pacer.due(n)
                 if due <= 0:
                     client.poll(min(0.005, pacer.gap_s))  # serve delivery callbacks while waiting

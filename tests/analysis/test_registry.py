@@ -108,7 +108,7 @@ def test_report_meanings_come_from_the_registry(tmp_path: Path, monkeypatch: pyt
     assert page.count("a sentinel meaning for poll-skip") == 2
 
 
-@pytest.mark.parametrize("module", ["txn_anomalies", "cycles"])
+@pytest.mark.parametrize("module", ["txn_anomalies", "cycles", "eos_anomalies"])
 def test_every_finder_in_the_txn_modules_has_an_entry(module: str) -> None:
     mod = importlib.import_module(f"analysis.{module}")
     finders = {name for name, fn in inspect.getmembers(mod, inspect.isfunction)

@@ -1,0 +1,307 @@
+"""The exactly-once pipeline workload: consume, transform, produce, in one transaction.
+
+Producers (the queue workload's, `producers` of them) feed unique values into the input topic.
+Each of the `consumers` pipeline workers owns a share of the input partitions (assigned, not
+subscribed, with its own fixed `transactional.id`, so that a replacement worker fences the one
+it replaces, as Kafka's exactly-once pattern before KIP-447 does) and loops: consume a batch of
+input records, then in one transaction produce one output record per input record (to the same
+partition number of the output topic, value V' = v + 1e9 * attempt: harness/history/eos.py),
+commit the input offsets with `send_offsets_to_transaction`, and commit (or abort on purpose with
+`abort_probability`). After an abort the worker rewinds to the group's committed offsets; after a
+transaction of unknown outcome or a fatal error it is replaced (a new process).
+
+Each transaction is one `txn` op: its `records` are the input records the worker consumed for it
+(consumed just before its invoke), its `sends` the output records. `consumers` more clients read
+the output topic with read_committed, recorded at keys 1000 + p.
+
+At the end the feeders stop first; the pipeline then gets up to the stop timeout to commit input
+offsets up to the input's high watermarks (`pipeline` in config.json's drain says whether it
+caught up); then both topics are drained.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from harness.errors import HarnessError
+from harness.history.eos import OUTPUT_KEY_BASE, output_key, output_value
+from workloads.clients import ConsumerClient, _epoch
+from workloads.drain import DrainResult, drain_one, probe_high_watermarks
+from workloads.outcomes import error_text
+from workloads.queue import QueueWorkload
+from workloads.txn import TXN_TIMEOUT_S, TxnProducerClient
+
+log = logging.getLogger(__name__)
+
+BATCH = 200  # input records per transaction at most
+
+
+class PipelineWorker:
+    """One incarnation of a pipeline worker: a read_committed consumer and a transactional producer
+    recorded as one process (they act as one client: a txn holds the consumer's reads)."""
+
+    def __init__(self, wl: "EosWorkload", w: int, share: list[int]) -> None:
+        self.wl, self.share = wl, share
+        self.process = wl.process_ids()
+        self.txn = TxnProducerClient(self.process, wl.recorder, wl.bootstrap, wl.output_topic, wl.profile,
+                                     f"{wl.group_id}-eos-{w}")
+        self.consumer = ConsumerClient(self.process, wl.recorder, wl.bootstrap, wl.topic, wl.profile, wl.group_id,
+                                       extra={"enable.partition.eof": False, "auto.offset.reset": "earliest",
+                                              "enable.auto.commit": False})
+
+    def open(self) -> "PipelineWorker":
+        self.txn.open()  # init_transactions fences the previous incarnation and ends its open transaction
+        self.consumer.open()
+        self.rewind()
+        return self
+
+    def rewind(self) -> bool:
+        """Read on from the group's committed offsets (recorded as an assign that seeks them)."""
+        assert self.consumer.consumer is not None
+        try:
+            self.consumer.consumer.unassign()
+        except KafkaException:
+            pass
+        return self.consumer.assign(self.share, "committed")
+
+    def step(self, attempt: int, abort: bool) -> str | None:
+        """Consume a batch and process it in one transaction; None when nothing was read."""
+        c, producer = self.consumer.consumer, self.txn.producer
+        assert c is not None and producer is not None
+        try:
+            msgs = c.consume(num_messages=BATCH, timeout=0.1)
+        except (KafkaException, RuntimeError) as exc:
+            log.info("pipeline %s consume: %s", self.process, exc)
+            return None
+        records = [{"key": m.partition(), "offset": m.offset(), "value": int(m.value()), "epoch": _epoch(m)}
+                   for m in msgs if m.error() is None]
+        errors = [m.error() for m in msgs if m.error() is not None]
+        if errors and not records:
+            # Measured: the first committed-offset fetch failed with NOT_COORDINATOR while the group
+            # coordinator was starting, and librdkafka never fetched again: the worker read nothing for
+            # a whole run. Assigning again fetches the committed offsets again.
+            log.info("pipeline %s: %s; assigning again", self.process, errors[0])
+            time.sleep(0.2)
+            self.rewind()
+        if not records:
+            return None
+        sends = [(output_key(r["key"]), output_value(r["value"], attempt)) for r in records]
+        outcome = self._transaction(records, sends, abort, c)
+        if outcome == "fail" and not self.txn.fatal:
+            self.rewind()  # the aborted input is read again from the committed offsets
+        elif outcome == "info" and not self.txn.fatal:
+            # Its offsets may or may not be committed: only a new incarnation (which fences this
+            # one and reads the committed offsets afresh) knows where to read on.
+            self.txn.fatal = "transaction outcome unknown"
+        return outcome
+
+    def _transaction(self, records: list[dict], sends: list[tuple[int, int]], abort: bool, c: Consumer) -> str:
+        rec, p, producer = self.wl.recorder, self.process, self.txn.producer
+        assert producer is not None
+        rec.record(p, "invoke", "txn", {"sends": [{"key": k, "value": v} for k, v in sends], "records": []})
+        delivered: dict[int, tuple[int | None, int | None]] = {}
+
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            if err is None:
+                delivered[int(msg.value())] = (msg.offset(), _epoch(msg))
+
+        def value() -> dict[str, Any]:
+            return {"sends": [{"key": k, "value": v, "offset": delivered.get(v, (None, None))[0],
+                               "epoch": delivered.get(v, (None, None))[1]} for k, v in sends],
+                    "records": records}
+
+        try:
+            producer.begin_transaction()
+        except KafkaException as exc:  # a local state error: nothing was sent
+            self.txn._note_fatal(exc)
+            rec.record(p, "fail", "txn", value(), error_text(exc))
+            return "fail"
+        reason = "aborted by the workload"
+        try:
+            for k, v in sends:
+                producer.produce(self.wl.output_topic, b"%d" % v, partition=k - OUTPUT_KEY_BASE, on_delivery=on_delivery)
+            producer.flush(TXN_TIMEOUT_S)
+            last: dict[int, int] = {}
+            for r in records:
+                last[r["key"]] = max(last.get(r["key"], -1), r["offset"])
+            offsets = [TopicPartition(self.wl.topic, k, o + 1) for k, o in sorted(last.items())]
+            producer.send_offsets_to_transaction(offsets, c.consumer_group_metadata(), TXN_TIMEOUT_S)
+            if not abort:
+                return self.txn._commit(value)
+        except (KafkaException, BufferError) as exc:
+            if isinstance(exc, KafkaException) and self.txn._note_fatal(exc):
+                rec.record(p, "info", "txn", value(), error_text(exc))
+                return "info"
+            reason = error_text(exc) if isinstance(exc, KafkaException) else f"local queue full: {exc}"
+        return self.txn._abort(value, reason)
+
+    def close(self) -> None:
+        self.txn.close(timeout_s=5)
+        self.consumer.close()
+
+
+@dataclass
+class EosDrain:
+    """The drain of both topics, and whether the pipeline caught up before it; as_json is
+    config.json's `drain` (docs/history.md): the output's partitions appear at keys 1000 + p."""
+    input: DrainResult
+    output: DrainResult
+    pipeline: dict[str, Any]
+
+    def as_json(self) -> dict[str, Any]:
+        a, b = self.input.as_json(), self.output.as_json()
+        out = {
+            "complete": a["complete"] and b["complete"],
+            "high_watermarks": {**a["high_watermarks"], **b["high_watermarks"]},
+            "timed_out_partitions": a["timed_out_partitions"] + b["timed_out_partitions"],
+            "undrained": {**a["undrained"], **b["undrained"]},
+            "processes": a["processes"] + b["processes"],
+            "first_index": a["first_index"],
+            "seconds": round(a["seconds"] + b["seconds"], 3),
+            "pipeline": self.pipeline,
+        }
+        return out
+
+
+class EosWorkload(QueueWorkload):
+    name = "eos"
+
+    def __init__(self, *args: Any, abort_probability: float = 0.1, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.partitions > OUTPUT_KEY_BASE:
+            raise HarnessError(f"the eos workload records its output topic at keys {OUTPUT_KEY_BASE} + p, so it "
+                               f"takes at most {OUTPUT_KEY_BASE} partitions, not {self.partitions}.",
+                               hint=f"use --partitions {OUTPUT_KEY_BASE} or fewer")
+        if self.consumers < 1:
+            raise HarnessError("the eos workload needs at least one pipeline worker (--consumers).", hint="e.g. --consumers 2")
+        self.profile = replace(self.profile, isolation_level="read_committed")
+        self.abort_probability = abort_probability
+        self.output_topic = f"{self.topic}-out"
+        self.extra_topics = (self.output_topic,)  # harness/run.py creates them like the topic
+        self._attempts = itertools.count(1)
+        self._attempt_lock = threading.Lock()
+        self._feed_stop = threading.Event()  # the feeders stop first (stop())
+        self.pipeline: dict[str, Any] = {}
+
+    def start(self, ready_timeout_s: float = 120.0) -> None:
+        # The queue workload's producers feed the input; its consumers are replaced by the pipeline
+        # workers (spawned by _consumer_loop) and the output readers.
+        try:
+            super().start(ready_timeout_s)
+        except HarnessError:
+            self._feed_stop.set()
+            raise
+        for c in range(self.consumers):
+            self._spawn(f"output-reader-{c}", self._reader_loop, c)
+
+    def _consumer_loop(self, c: int) -> None:
+        rng = random.Random(self.seed * 1_000_003 + 20_000 + c)
+        share = [p for p in range(self.partitions) if p % self.consumers == c] or list(range(self.partitions))
+        worker = self._open_worker(c, share)
+        self._opened()
+        try:
+            while not self._stop.is_set():
+                with self._attempt_lock:
+                    attempt = next(self._attempts)
+                worker.step(attempt, abort=rng.random() < self.abort_probability and not self._feed_stop.is_set())
+                if worker.txn.fatal:
+                    self.recorder.record(worker.process, "info", "crash", {"reason": worker.txn.fatal})
+                    worker.close()
+                    worker = self._open_worker(c, share)
+        finally:
+            worker.close()
+
+    def _open_worker(self, c: int, share: list[int]) -> PipelineWorker:
+        """A new incarnation of worker c. During a fault init_transactions may time out (no
+        coordinator): retried, each try a new process, until it opens or the run stops."""
+        while True:
+            worker = PipelineWorker(self, c, share)
+            try:
+                return worker.open()
+            except KafkaException as exc:
+                worker.close()
+                if self._stop.is_set():
+                    raise
+                log.info("pipeline worker %d: open failed, retrying: %s", c, exc)
+                time.sleep(1.0)
+
+    def _reader_loop(self, c: int) -> None:
+        rng = random.Random(self.seed * 1_000_003 + 30_000 + c)
+        client = self._output_consumer()
+        try:
+            share = [p for p in range(self.partitions) if p % self.consumers == c] or list(range(self.partitions))
+            client.assign(share, "beginning")
+            while not self._stop.is_set():
+                client.poll(max_records=rng.randint(100, 500), timeout_s=0.1)
+        finally:
+            client.close()
+
+    def _output_consumer(self) -> ConsumerClient:
+        process = self.process_ids()
+        return ConsumerClient(process, self.recorder, self.bootstrap, self.output_topic, self.profile,
+                              f"{self.group_id}-out-{process}", key_base=OUTPUT_KEY_BASE).open()
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """Stop the feeders, let the pipeline commit up to the input's end (within `timeout_s`),
+        then stop the pipeline and the readers."""
+        began = time.monotonic()
+        self._feed_stop.set()
+        for t in self._threads:
+            if t.name.startswith("producer-"):
+                t.join(timeout=max(0.1, began + timeout_s - time.monotonic()))
+        self.pipeline = self._catch_up(began + timeout_s)
+        self.pipeline["seconds"] = round(time.monotonic() - began, 3)
+        super().stop(max(5.0, began + timeout_s + 30 - time.monotonic()))
+
+    def _catch_up(self, deadline: float) -> dict[str, Any]:
+        high, offline = probe_high_watermarks(self.bootstrap, self.topic, range(self.partitions), f"{self.group_id}-hwm",
+                                              timeout_s=max(1.0, deadline - time.monotonic()))
+        probe = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group_id, "isolation.level": "read_committed",
+                          "enable.auto.commit": False, "logger": logging.getLogger("librdkafka.consumer")})
+        committed: dict[int, int] = {}
+        try:
+            while True:
+                try:
+                    tps = probe.committed([TopicPartition(self.topic, p) for p in sorted(high)], timeout=10)
+                    committed = {tp.partition: max(tp.offset, 0) for tp in tps}
+                except KafkaException as exc:
+                    log.info("eos catch-up: committed offsets: %s", exc)
+                behind = {p: high[p] - committed.get(p, 0) for p in high if committed.get(p, 0) < high[p]}
+                if not behind or time.monotonic() > deadline or self.errors:
+                    break
+                time.sleep(0.5)
+        finally:
+            probe.close()
+        return {"caught_up": not behind and not offline, "output_topic": self.output_topic,
+                "input_high_watermarks": {str(p): o for p, o in sorted(high.items())},
+                "committed_offsets": {str(p): o for p, o in sorted(committed.items())},
+                "behind": {str(p): n for p, n in sorted(behind.items())},
+                "offline": {str(p): why for p, why in sorted(offline.items())}}
+
+    def drain(self, timeout_s: float = 60.0) -> EosDrain:
+        """The input as the queue workload drains it, then the output with read_committed readers."""
+        first = super().drain(timeout_s)
+        began = time.monotonic()
+        first_index = self.recorder.events_recorded
+        high, offline = probe_high_watermarks(self.bootstrap, self.output_topic, range(self.partitions),
+                                              f"{self.group_id}-out-hwm", timeout_s=timeout_s)
+        client = self._output_consumer()
+        try:
+            timed_out = drain_one(client, sorted(high), high, time.monotonic() + timeout_s)
+        finally:
+            client.close()
+        undrained = {output_key(p): why for p, why in offline.items()}
+        undrained.update({output_key(p): f"not read to its high watermark {high[p]} within {timeout_s:g} s" for p in timed_out})
+        second = DrainResult(not undrained, {output_key(p): o for p, o in high.items()},
+                             sorted(output_key(p) for p in timed_out), [client.process], time.monotonic() - began,
+                             first_index, undrained)
+        return EosDrain(first, second, self.pipeline)
+
