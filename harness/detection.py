@@ -43,6 +43,18 @@ def profile_for(version: str) -> str:
     return "safe" if parse_version(version) >= IDEMPOTENCE_SINCE else "no-idempotence"
 
 
+def finds_loss(verdict: str | None, lost: int, diverged: int, forbidden: list[str] | tuple[str, ...] = ()) -> bool:
+    """Invalid because of a forbidden loss or divergence (not, say, a duplicate alone)."""
+    return verdict == "invalid" and (lost > 0 or diverged > 0 or bool(LOSS_KINDS & set(forbidden)))
+
+
+def results_find_loss(results: dict[str, Any] | None) -> bool:
+    """`finds_loss` of a results.json."""
+    results = results or {}
+    head = results.get("headline") or {}
+    return finds_loss(results.get("verdict"), head.get("lost", 0), head.get("diverged", 0), results.get("forbidden") or [])
+
+
 @dataclass
 class DetectionRun:
     version: str
@@ -59,8 +71,7 @@ class DetectionRun:
 
     @property
     def found(self) -> bool:
-        """Invalid because of a forbidden loss or divergence (not, say, a duplicate alone)."""
-        return self.verdict == "invalid" and (self.lost > 0 or self.diverged > 0 or bool(LOSS_KINDS & set(self.forbidden)))
+        return finds_loss(self.verdict, self.lost, self.diverged, self.forbidden)
 
     def key(self) -> tuple[str, str, int, str]:
         return (self.version, self.profile, self.seed, json.dumps(self.settings, sort_keys=True))

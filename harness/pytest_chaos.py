@@ -30,6 +30,10 @@ DEFAULT_NEMESES = ("partition", "kill", "pause", "clock", "loss", "partition+kil
 DEFAULT_PROFILES = ("safe", "unsafe")
 DEFAULT_TIME_LIMIT_S = 60.0
 DEFAULT_RUNNER = "harness.pytest_chaos:real_runner"
+# The old-version regression set (--chaos-regression): versions with known replication bugs
+# (0.10.2.2: KIP-101 scenario 1; 1.1.1: KIP-279), under the detection sweep's random faults.
+REGRESSION_VERSIONS = ("0.10.2.2", "1.1.1")
+REGRESSION_NEMESIS = "kill+partition+pause"
 EXAMPLES_SHOWN = 3  # per anomaly kind, in a failure report
 
 SETTINGS_KEY = pytest.StashKey["ChaosSettings"]()
@@ -72,6 +76,13 @@ class ChaosSettings:
     profiles: tuple[str, ...]
     spark_master: str | None
     runner: str
+    regression_versions: tuple[str, ...] = ()  # empty unless --chaos-regression
+
+    def regression_cases(self, version: str) -> list[ChaosCase]:
+        """One case per seed of the regression set's `version`; its profile as the detection sweep's."""
+        from harness.detection import profile_for
+
+        return [ChaosCase("queue", REGRESSION_NEMESIS, profile_for(version), version, s) for s in self.seeds]
 
     def cases(self) -> list[ChaosCase]:
         return [ChaosCase(w, n, p, v, s) for w in self.workloads for n in self.nemeses for p in self.profiles
@@ -112,6 +123,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="Comma-separated nemesis sets, packages joined by '+' (e.g. partition,kill+pause), or none.")
     g.addoption("--chaos-profiles", default=",".join(DEFAULT_PROFILES), help="Comma-separated client profiles (workloads/profiles.py).")
     g.addoption("--chaos-nemesis-interval", default=10.0, type=float, help="Mean seconds between a fault's start and stop (default 10).")
+    g.addoption("--chaos-regression", action="store_true",
+                help="Also run the old-version regression set, a positive control of the suite itself: for each of "
+                     "--chaos-regression-versions, every seed runs `safe` (no-idempotence before 0.11) under random "
+                     "kill+partition+pause, and the test passes only if some seed finds a forbidden loss or divergence.")
+    g.addoption("--chaos-regression-versions", default=",".join(REGRESSION_VERSIONS),
+                help=f"Versions of the regression set (default {','.join(REGRESSION_VERSIONS)}).")
     g.addoption("--chaos-runner", default=DEFAULT_RUNNER, metavar="MODULE:FUNCTION", help="Per-test runner (for the plugin's own tests).")
 
 
@@ -162,7 +179,23 @@ def parse_settings(config: pytest.Config) -> ChaosSettings:
         nemesis_interval_s=float(opt("--chaos-nemesis-interval")), seeds=parse_seeds(opt("--chaos-seeds")),
         versions=versions, workloads=workloads, nemeses=nemeses, profiles=profiles,
         spark_master=opt("--spark-master"), runner=runner,
+        regression_versions=_regression_versions(opt("--chaos-regression-versions")) if opt("--chaos-regression") else (),
     )
+
+
+def _regression_versions(text: str) -> tuple[str, ...]:
+    from harness.errors import KafkaVersionError
+    from harness.provision.kafka_jars import parse_version
+
+    versions = split_list(text)
+    try:
+        for v in versions:
+            parse_version(v)
+    except KafkaVersionError as exc:
+        raise pytest.UsageError(f"--chaos-regression-versions: {exc.message}") from None
+    if not versions:
+        raise pytest.UsageError("--chaos-regression-versions: give at least one version")
+    return versions
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -172,13 +205,42 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "regression_version" in metafunc.fixturenames:
+        versions = metafunc.config.stash[SETTINGS_KEY].regression_versions
+        # Without --chaos-regression: one placeholder, dropped at collection (pytest_collection_modifyitems).
+        metafunc.parametrize("regression_version", [pytest.param(v, id=f"regression-{v}", marks=pytest.mark.chaos)
+                                                    for v in versions] or [pytest.param(None, id="regression-off")])
     if "chaos_case" not in metafunc.fixturenames:
         return
     cases = metafunc.config.stash[SETTINGS_KEY].cases()
     metafunc.parametrize("chaos_case", [pytest.param(c, id=c.id, marks=pytest.mark.chaos) for c in cases])
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items[:] = [i for i in items if not i.nodeid.endswith("[regression-off]")]
+
+
 # --- running one case -----------------------------------------------------------------------
+
+@pytest.fixture
+def chaos_settings(request: pytest.FixtureRequest) -> ChaosSettings:
+    return request.config.stash[SETTINGS_KEY]
+
+
+def assert_regression(version: str, runs: list[tuple[ChaosCase, ChaosOutcome]]) -> None:
+    """The suite's positive control: at least one seed of a version with a known replication bug
+    finds a forbidden loss or divergence (as `harness detect` counts it). A seed whose run could
+    not complete proves nothing either way, and says so."""
+    from harness.detection import results_find_loss
+
+    found = [c for c, o in runs if results_find_loss(o.results)]
+    if found:
+        return
+    lines = [f"no seed of Kafka {version} found a forbidden loss or divergence: the suite may no longer find the bugs "
+             f"it was built for (or {len(runs)} seed(s) were too few: docs/detection.md gives the measured rates)"]
+    lines += [describe(c, o) for c, o in runs]
+    pytest.fail("\n".join(lines), pytrace=False)
+
 
 def load_runner(spec: str) -> Callable[..., ChaosOutcome]:
     module, _, name = spec.partition(":")

@@ -163,3 +163,28 @@ def test_real_runner_builds_the_run_from_the_run_commands_defaults(monkeypatch, 
     assert (config.subscribe, config.profile, config.kafka_version, config.seed, config.time_limit_s) == (False, "unsafe", "3.9.2", 4, 20.0)
     assert list(nemesis.nemeses) == ["partition", "kill"] and nemesis.interval_s == 5.0
     assert nemesis.nemeses["partition"].one_way_cuts is False
+
+
+def regression_ids(result: pytest.RunResult) -> list[str]:
+    return [line.split("[", 1)[1].rstrip("]") for line in result.outlines if "::test_regression[" in line]
+
+
+def test_regression_set_is_off_unless_asked(suite):
+    result = suite.runpytest(*PLUGIN, "-m", "chaos", "--collect-only", "-q")
+    assert regression_ids(result) == []
+    on = suite.runpytest(*PLUGIN, "-m", "chaos", "--collect-only", "-q", "--chaos-regression")
+    assert regression_ids(on) == ["regression-0.10.2.2", "regression-1.1.1"]
+    bad = suite.runpytest(*PLUGIN, "-m", "chaos", "--collect-only", "--chaos-regression", "--chaos-regression-versions", "1.x")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR and "not a Kafka version" in "\n".join(bad.errlines)
+
+
+@pytest.mark.parametrize("runner, passed", [("lossy", True), ("clean", False)])
+def test_regression_passes_only_when_some_seed_finds_loss(suite, runner, passed):
+    result = run(suite, runner, "--chaos-regression", "--chaos-regression-versions", "1.1.1", "--chaos-seeds", "2",
+                 "-k", "regression")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) == (1 if passed else 0) and outcomes.get("failed", 0) == (0 if passed else 1)
+    if not passed:
+        text = result.stdout.str()
+        assert "no seed of Kafka 1.1.1 found a forbidden loss or divergence" in text
+        assert "queue-kill+partition+pause-safe-1.1.1-seed1" in text and "seed2" in text
