@@ -85,7 +85,7 @@ def _reproduce(config: dict[str, Any]) -> str:
                 break
     if config.get("subscribe"):
         args.append("--subscribe")
-    if config.get("workload") == "txn" and config.get("abort_probability") is not None:
+    if config.get("workload") in ("txn", "eos") and config.get("abort_probability") is not None:
         args += ["--abort-probability", str(config["abort_probability"])]
     return shlex.join(args)
 
