@@ -51,7 +51,9 @@ def test_order_is_the_stable_results_order() -> None:
                          "nonmonotonic-poll", "poll-skip", "aborted-read",
                          # Jepsen's names for the transactional anomalies (issue 20)
                          "int-nonmonotonic-send", "int-send-skip", "int-nonmonotonic-poll", "int-poll-skip",
-                         "precommitted-read", "G0", "G1c")
+                         "precommitted-read", "G0", "G1c",
+                         # the exactly-once pipeline (issue 20 item 4)
+                         "eos-lost", "eos-duplicate", "eos-G1c")
     assert list(BY_NAME) == list(ANOMALIES) and len(set(ANOMALIES)) == len(ANOMALIES)
 
 
