@@ -125,6 +125,7 @@ def power_loss_divergence(ctx: ScenarioContext) -> dict[str, Any]:
 
 # --- KIP-966 "last replica standing" -------------------------------------------------------------------
 STANDING_TOPIC = {"min.insync.replicas": 2, "unclean.leader.election.enable": "false"}
+FENCE_WAIT_S = 15.0  # broker.session.timeout.ms (9 s) and a margin for the controller to fence a dead broker
 
 
 def isolate(ctx: ScenarioContext, node: Node, peers: list[Node]) -> None:
@@ -140,6 +141,22 @@ def isolate(ctx: ScenarioContext, node: Node, peers: list[Node]) -> None:
             ctx.step(f"address of {ctx.name(n)} read again", node=n.node_id, address=n.address)
     for peer in peers:
         ctx.cut(node, peer)
+
+
+def wait_view(ctx: ScenarioContext, node: Node, what: str, predicate: Any, timeout_s: float) -> dict[str, Any] | None:
+    """Like ctx.wait_for, but by what `node` alone says: while B and C are cut from the controller
+    their metadata is stale, and no majority of the brokers agrees on the partition (measured)."""
+    began = time.monotonic()
+    state = None
+    for _ in range(int(timeout_s / 0.5) + 2):  # bounded in count as well as time
+        view = ctx.cluster.broker_views().get(node.node_id)
+        state = None if view is None else view.topics.get(ctx.topic, {}).get(0)
+        if predicate(state) or time.monotonic() - began > timeout_s:
+            break
+        time.sleep(0.5)
+    ok = bool(predicate(state))
+    ctx.step(f"{'waited' if ok else 'timed out'}: {what} (as {ctx.name(node)} says)", ok=ok, seconds=round(time.monotonic() - began, 1), state=state)
+    return state if ok else None
 
 
 def heal_controllers(ctx: ScenarioContext) -> None:
@@ -169,9 +186,11 @@ def parse_features(out: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"Feature:\s*(\S+)[^\n]*?FinalizedVersionLevel:\s*(-?\d+)(?=\s|$)", out)}
 
 
-def describe_partition(ctx: ScenarioContext, what: str) -> dict[str, str]:
-    """kafka-topics --describe (DescribeTopicPartitions from 3.8: it shows Elr and LastKnownElr)."""
-    code, out = ctx.tool(ctx.C, _tool_main(ctx, "TopicCommand"), f"--bootstrap-server {ctx.C.hostname}:9092 --describe --topic {ctx.topic}")
+def describe_partition(ctx: ScenarioContext, what: str, via: Node | None = None) -> dict[str, str]:
+    """kafka-topics --describe (DescribeTopicPartitions from 3.8: it shows Elr and LastKnownElr),
+    run inside and against `via` (default C), which must reach the controller."""
+    via = via or ctx.C
+    code, out = ctx.tool(via, _tool_main(ctx, "TopicCommand"), f"--bootstrap-server {via.hostname}:9092 --describe --topic {ctx.topic}")
     fields = parse_partition_line(out)
     ctx.step(f"describe partition: {what}", exit_code=code, partition=fields, output=out.strip()[-300:] if not fields else None)
     return fields
@@ -230,13 +249,14 @@ def _last_replica_standing(ctx: ScenarioContext, elr: str) -> dict[str, Any]:
     isolate(ctx, B, [A, D])                              # D fences B: out of the ISR, alive, its page cache kept
     ctx.wait_for("ISR [A, C]", lambda s: bool(s) and sorted(s["isr"]) == sorted([A.node_id, C.node_id]), 60)
     isolate(ctx, C, [A, D])
-    if ctx.wait_for("ISR [A]", lambda s: bool(s) and s["isr"] == [A.node_id], 60) is None:
-        ctx.fail(f"the ISR did not shrink to A alone: {ctx.state()}")  # not the KIP's situation: no result
-    shrunk = describe_partition(ctx, "the ISR shrank to A")
+    if wait_view(ctx, A, "ISR [A]", lambda s: bool(s) and s["isr"] == [A.node_id], 60) is None:
+        ctx.fail("the ISR did not shrink to A alone")    # not the KIP's situation: no result
+    shrunk = describe_partition(ctx, "the ISR shrank to A", via=A)
     cut = power_off(ctx, [A])
     disk = on_disk(ctx, A)
-    ctx.wait_for("A no longer leads", lambda s: bool(s) and s["leader"] != A.node_id, 40)
-    heal_all(ctx)                                        # B and C reach A's address and D again
+    time.sleep(FENCE_WAIT_S)                              # D fences A while B and C are still cut off (KIP-966's T2)
+    ctx.step(f"waited {FENCE_WAIT_S:g} s: D fences A (broker.session.timeout.ms, 9 s)")
+    heal_all(ctx)                                        # T3: B and C reach A's address and D again
     while_down = ctx.wait_for("a leader among B and C while A is down",
                               lambda s: bool(s) and s["leader"] in (B.node_id, C.node_id), 45)
     down = describe_partition(ctx, "A down, B and C back")
