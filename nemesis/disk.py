@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from harness.cluster.lossy_mount import DISK_ERRORS
 from harness.errors import HarnessError
 from harness.history.faults import DISK_EIO_READ, DISK_EIO_WRITE, DISK_FULL
+from nemesis.power import lossy_disks
 from nemesis.process import ProcessNemesis
 
 if TYPE_CHECKING:
@@ -97,11 +98,7 @@ class DiskNemesis(ProcessNemesis):
 
     def setup(self, cluster: "KafkaCluster", recorder: "NemesisRecorder | None" = None, topic: str | None = None) -> "DiskNemesis":
         super().setup(cluster, recorder, topic)
-        disks = getattr(cluster, "disks", {})
-        bare = [b.node_id for b in cluster.brokers if b.node_id not in disks]
-        if bare:
-            raise HarnessError(f"the disk nemesis needs every broker's data directory on a lossy mount; brokers {bare} have none.",
-                               hint="start the cluster with KafkaCluster(lossy_data=True); a run does so when --nemesis names disk")
+        disks = lossy_disks(cluster, "disk")
         for node_id, disk in disks.items():
             missing = [e for e in self.errors if e not in disk.fault_presets()]
             if missing:

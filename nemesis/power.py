@@ -39,6 +39,16 @@ def loss_model(writeback_s: float | None) -> str:
     return f"kernel writeback: data and names dirty for {writeback_s:g} s or more had reached the disk"
 
 
+def lossy_disks(cluster: "KafkaCluster", package: str) -> dict[int, Any]:
+    """Every broker's lossy mount (harness/cluster/lossy_mount.py), or HarnessError naming the brokers without one."""
+    disks = getattr(cluster, "disks", {})
+    bare = [b.node_id for b in cluster.brokers if b.node_id not in disks]
+    if bare:
+        raise HarnessError(f"the {package} nemesis needs every broker's data directory on a lossy mount; brokers {bare} have none.",
+                           hint=f"start the cluster with KafkaCluster(lossy_data=True); a run does so when --nemesis names {package}")
+    return disks
+
+
 class PowerNemesis(ProcessNemesis):
     name, faults = "power", (POWER,)
     start_f, stop_f = POWER.start, POWER.stop
@@ -50,11 +60,7 @@ class PowerNemesis(ProcessNemesis):
 
     def setup(self, cluster: "KafkaCluster", recorder: "NemesisRecorder | None" = None, topic: str | None = None) -> "PowerNemesis":
         super().setup(cluster, recorder, topic)
-        disks = getattr(cluster, "disks", {})
-        bare = [b.node_id for b in cluster.brokers if b.node_id not in disks]
-        if bare:
-            raise HarnessError(f"the power nemesis needs every broker's data directory on a lossy mount; brokers {bare} have none.",
-                               hint="start the cluster with KafkaCluster(lossy_data=True); a run does so when --nemesis names power")
+        disks = lossy_disks(cluster, "power")
         self.model = loss_model(cluster.lossy_writeback_s)
         # The cluster's formatting and topic creation count as long on disk: a machine that has
         # run for a while has flushed its setup. Only what the workload writes is at stake.
