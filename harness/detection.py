@@ -13,7 +13,7 @@ which is `safe` without idempotence.
 
 Every finished run is appended to STORE/detection.jsonl at once, so a sweep that is stopped
 (Ctrl-C, a lost machine) resumes where it was: a (version, profile, seed, settings) already
-recorded is not run again.
+recorded with a verdict is not run again; one recorded as FAILED is.
 """
 
 from __future__ import annotations
@@ -143,7 +143,9 @@ def run_detection(
     """Every version × seed not yet in STORE's ledger, in seed order within each version; returns
     the runs of this measurement (ledger rows included), each checked as soon as it ends."""
     settings = {"time_limit_s": time_limit_s, "interval_s": interval_s, "rate": rate, "nemesis": list(packages)}
-    done = {r.key(): r for r in read_ledger(store)}
+    # The latest row of each run wins; a run that FAILED (broker never up, cluster unreachable: on
+    # this 2-core machine four sweeps at once made both happen) has no verdict and is run again.
+    done = {k: r for k, r in {r.key(): r for r in read_ledger(store)}.items() if r.failed is None}
     one = execute or _execute
     finisher = None
     runs = []

@@ -166,6 +166,8 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
                                  config=profile.topic_config())
         if faults is not None:
             faults.setup(cluster, recorder)
+            if hasattr(faults, "__exit__"):
+                rd.own(faults)  # its threads stop before the cluster goes, even when the run fails
 
         notify("opening clients", recorder)
         workload.start()  # returns once every client is open (transactional ids initialised)

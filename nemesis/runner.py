@@ -154,6 +154,17 @@ class FaultRunner:
             # Kept in the executed schedule, so that a replay tries it again at the same time.
             self.executed.append(FaultEvent(at_s, event.package, event.action, dict(event.params)))
 
+    def __enter__(self) -> "FaultRunner":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """However the run ends: no fault thread acts after it. A run that failed mid-schedule (the
+        cluster vanished) used to keep striking at its dead cluster until the time limit: a sweep
+        saw a kill 2 min after its run had failed. Healing is heal_and_stop's job, not this."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5.0)
+
     def heal_and_stop(self) -> dict[str, Any]:
         """Stop the schedule, undo every fault, wait for full ISRs; return (and record) what happened."""
         self._stop.set()

@@ -57,6 +57,20 @@ def test_sweep_resumes_from_its_ledger_and_counts_first_finder(tmp_path: Path) -
     assert "FAILED: the cluster vanished" in text
 
 
+def test_a_failed_run_is_run_again_on_resume(tmp_path: Path) -> None:
+    outcomes = iter(["failed", "valid"])
+
+    def execute(store, version, profile, seed, settings, finisher):  # type: ignore[no-untyped-def]
+        verdict = next(outcomes)
+        return made(version, seed, verdict, failed="node 3 exited during start-up" if verdict == "failed" else None)
+
+    assert Detection(run_detection(tmp_path, ["4.3.1"], [1], execute=execute, **_knobs()).runs).rows()[0]["failed"] == 1
+    again = run_detection(tmp_path, ["4.3.1"], [1], execute=execute, **_knobs())
+    assert [r.verdict for r in again.runs] == ["valid"]
+    assert len(read_ledger(tmp_path)) == 2  # both rows kept in the ledger
+    assert run_detection(tmp_path, ["4.3.1"], [1], execute=execute, **_knobs()).runs[0].verdict == "valid"  # not run a third time
+
+
 def test_other_settings_are_another_measurement(tmp_path: Path) -> None:
     calls = []
     execute = lambda store, version, profile, seed, settings, finisher: calls.append(seed) or made(version, seed)  # noqa: E731

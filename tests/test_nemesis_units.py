@@ -59,3 +59,34 @@ def test_unknown_targets_are_refused_and_none_means_no_faults():
     with pytest.raises(HarnessError, match="unknown target"):
         build_nemeses(["partition"], partition_targets=("everyone",))
     assert build_nemeses(["none"]) == {}
+
+
+def test_a_fault_schedule_stops_acting_when_its_run_ends_without_a_heal():
+    """A run that fails mid-schedule exits the FaultRunner (harness/run.py owns it): no fault acts after."""
+    import time
+
+    from nemesis.runner import FaultRunner
+    from nemesis.schedule import FaultEvent
+
+    class Counting:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def invoke(self, action, params, rng):  # type: ignore[no-untyped-def]
+            self.calls += 1
+            return {}
+
+        def replay_params(self, value):  # type: ignore[no-untyped-def]
+            return {}
+
+        struck_at = None
+
+    nemesis = Counting()
+    schedule = [FaultEvent(0.0, "kill", "start", {}), FaultEvent(0.3, "kill", "stop", {}), FaultEvent(30.0, "kill", "start", {})]
+    runner = FaultRunner({"kill": nemesis}, 60, schedule=schedule)  # type: ignore[dict-item]
+    began = time.monotonic()
+    with runner:
+        runner.start()
+        time.sleep(0.6)
+    assert time.monotonic() - began < 3 and nemesis.calls == 2  # the 30 s event never ran
+    assert not any(t.is_alive() for t in runner._threads)
