@@ -8,7 +8,9 @@ input records, then in one transaction produce one output record per input recor
 partition number of the output topic, value V' = v + 1e9 * attempt: harness/history/eos.py),
 commit the input offsets with `send_offsets_to_transaction`, and commit (or abort on purpose with
 `abort_probability`). After an abort the worker rewinds to the group's committed offsets; after a
-transaction of unknown outcome or a fatal error it is replaced (a new process).
+transaction of unknown outcome or a fatal error it is replaced (a new process). The worker and
+the bounds of its transactions (one deadline a transaction, so a fault never hangs the run) are
+in workloads/eos_pipeline.py.
 
 Each transaction is one `txn` op: its `records` are the input records the worker consumed for it
 (consumed just before its invoke), its `sends` the output records. `consumers` more clients read
@@ -29,123 +31,16 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from harness.errors import HarnessError
-from harness.history.eos import OUTPUT_KEY_BASE, output_key, output_value
-from workloads.clients import ConsumerClient, _epoch
+from harness.history.eos import OUTPUT_KEY_BASE, output_key
+from workloads.clients import ConsumerClient
 from workloads.drain import DrainResult, drain_one, probe_high_watermarks
-from workloads.outcomes import error_text
+from workloads.eos_pipeline import PipelineWorker
 from workloads.queue import QueueWorkload
-from workloads.txn import TXN_TIMEOUT_S, TxnProducerClient
 
 log = logging.getLogger(__name__)
-
-BATCH = 200  # input records per transaction at most
-
-
-class PipelineWorker:
-    """One incarnation of a pipeline worker: a read_committed consumer and a transactional producer
-    recorded as one process (they act as one client: a txn holds the consumer's reads)."""
-
-    def __init__(self, wl: "EosWorkload", w: int, share: list[int]) -> None:
-        self.wl, self.share = wl, share
-        self.process = wl.process_ids()
-        self.txn = TxnProducerClient(self.process, wl.recorder, wl.bootstrap, wl.output_topic, wl.profile,
-                                     f"{wl.group_id}-eos-{w}")
-        self.consumer = ConsumerClient(self.process, wl.recorder, wl.bootstrap, wl.topic, wl.profile, wl.group_id,
-                                       extra={"enable.partition.eof": False, "auto.offset.reset": "earliest",
-                                              "enable.auto.commit": False})
-
-    def open(self) -> "PipelineWorker":
-        self.txn.open()  # init_transactions fences the previous incarnation and ends its open transaction
-        self.consumer.open()
-        self.rewind()
-        return self
-
-    def rewind(self) -> bool:
-        """Read on from the group's committed offsets (recorded as an assign that seeks them)."""
-        assert self.consumer.consumer is not None
-        try:
-            self.consumer.consumer.unassign()
-        except KafkaException:
-            pass
-        return self.consumer.assign(self.share, "committed")
-
-    def step(self, attempt: int, abort: bool) -> str | None:
-        """Consume a batch and process it in one transaction; None when nothing was read."""
-        c, producer = self.consumer.consumer, self.txn.producer
-        assert c is not None and producer is not None
-        try:
-            msgs = c.consume(num_messages=BATCH, timeout=0.1)
-        except (KafkaException, RuntimeError) as exc:
-            log.info("pipeline %s consume: %s", self.process, exc)
-            return None
-        records = [{"key": m.partition(), "offset": m.offset(), "value": int(m.value()), "epoch": _epoch(m)}
-                   for m in msgs if m.error() is None]
-        errors = [m.error() for m in msgs if m.error() is not None]
-        if errors and not records:
-            # Measured: the first committed-offset fetch failed with NOT_COORDINATOR while the group
-            # coordinator was starting, and librdkafka never fetched again: the worker read nothing for
-            # a whole run. Assigning again fetches the committed offsets again.
-            log.info("pipeline %s: %s; assigning again", self.process, errors[0])
-            time.sleep(0.2)
-            self.rewind()
-        if not records:
-            return None
-        sends = [(output_key(r["key"]), output_value(r["value"], attempt)) for r in records]
-        outcome = self._transaction(records, sends, abort, c)
-        if outcome == "fail" and not self.txn.fatal:
-            self.rewind()  # the aborted input is read again from the committed offsets
-        elif outcome == "info" and not self.txn.fatal:
-            # Its offsets may or may not be committed: only a new incarnation (which fences this
-            # one and reads the committed offsets afresh) knows where to read on.
-            self.txn.fatal = "transaction outcome unknown"
-        return outcome
-
-    def _transaction(self, records: list[dict], sends: list[tuple[int, int]], abort: bool, c: Consumer) -> str:
-        rec, p, producer = self.wl.recorder, self.process, self.txn.producer
-        assert producer is not None
-        rec.record(p, "invoke", "txn", {"sends": [{"key": k, "value": v} for k, v in sends], "records": []})
-        delivered: dict[int, tuple[int | None, int | None]] = {}
-
-        def on_delivery(err: KafkaError | None, msg: Message) -> None:
-            if err is None:
-                delivered[int(msg.value())] = (msg.offset(), _epoch(msg))
-
-        def value() -> dict[str, Any]:
-            return {"sends": [{"key": k, "value": v, "offset": delivered.get(v, (None, None))[0],
-                               "epoch": delivered.get(v, (None, None))[1]} for k, v in sends],
-                    "records": records}
-
-        try:
-            producer.begin_transaction()
-        except KafkaException as exc:  # a local state error: nothing was sent
-            self.txn._note_fatal(exc)
-            rec.record(p, "fail", "txn", value(), error_text(exc))
-            return "fail"
-        reason = "aborted by the workload"
-        try:
-            for k, v in sends:
-                producer.produce(self.wl.output_topic, b"%d" % v, partition=k - OUTPUT_KEY_BASE, on_delivery=on_delivery)
-            producer.flush(TXN_TIMEOUT_S)
-            last: dict[int, int] = {}
-            for r in records:
-                last[r["key"]] = max(last.get(r["key"], -1), r["offset"])
-            offsets = [TopicPartition(self.wl.topic, k, o + 1) for k, o in sorted(last.items())]
-            producer.send_offsets_to_transaction(offsets, c.consumer_group_metadata(), TXN_TIMEOUT_S)
-            if not abort:
-                return self.txn._commit(value)
-        except (KafkaException, BufferError) as exc:
-            if isinstance(exc, KafkaException) and self.txn._note_fatal(exc):
-                rec.record(p, "info", "txn", value(), error_text(exc))
-                return "info"
-            reason = error_text(exc) if isinstance(exc, KafkaException) else f"local queue full: {exc}"
-        return self.txn._abort(value, reason)
-
-    def close(self) -> None:
-        self.txn.close(timeout_s=5)
-        self.consumer.close()
 
 
 @dataclass
@@ -207,31 +102,32 @@ class EosWorkload(QueueWorkload):
         share = [p for p in range(self.partitions) if p % self.consumers == c] or list(range(self.partitions))
         worker = self._open_worker(c, share)
         self._opened()
-        try:
-            while not self._stop.is_set():
-                with self._attempt_lock:
-                    attempt = next(self._attempts)
-                worker.step(attempt, abort=rng.random() < self.abort_probability and not self._feed_stop.is_set())
-                if worker.txn.fatal:
-                    self.recorder.record(worker.process, "info", "crash", {"reason": worker.txn.fatal})
-                    worker.close()
-                    worker = self._open_worker(c, share)
-        finally:
+        # Ends within TXN_DEADLINE_S + ABORT_S (+ OPEN_S for a replacement) of the stop: each
+        # transaction is bounded (workloads/eos_pipeline.py), and so is each try to open a worker.
+        while worker is not None and not self._stop.is_set():
+            with self._attempt_lock:
+                attempt = next(self._attempts)
+            worker.step(attempt, abort=rng.random() < self.abort_probability and not self._feed_stop.is_set())
+            if worker.txn.fatal:
+                self.recorder.record(worker.process, "info", "crash", {"reason": worker.txn.fatal})
+                worker.close()
+                worker = self._open_worker(c, share)
+        if worker is not None:
             worker.close()
 
-    def _open_worker(self, c: int, share: list[int]) -> PipelineWorker:
-        """A new incarnation of worker c. During a fault init_transactions may time out (no
-        coordinator): retried, each try a new process, until it opens or the run stops."""
-        while True:
+    def _open_worker(self, c: int, share: list[int]) -> PipelineWorker | None:
+        """A new incarnation of worker c; None once the run stops. During a fault init_transactions
+        may time out (no coordinator): retried, each try a new process bounded by OPEN_S, a second
+        apart, until it opens or the run stops."""
+        while not self._stop.is_set():
             worker = PipelineWorker(self, c, share)
             try:
                 return worker.open()
             except KafkaException as exc:
                 worker.close()
-                if self._stop.is_set():
-                    raise
                 log.info("pipeline worker %d: open failed, retrying: %s", c, exc)
-                time.sleep(1.0)
+                self._stop.wait(1.0)
+        return None
 
     def _reader_loop(self, c: int) -> None:
         rng = random.Random(self.seed * 1_000_003 + 30_000 + c)
@@ -270,7 +166,8 @@ class EosWorkload(QueueWorkload):
         try:
             while True:
                 try:
-                    tps = probe.committed([TopicPartition(self.topic, p) for p in sorted(high)], timeout=10)
+                    tps = probe.committed([TopicPartition(self.topic, p) for p in sorted(high)],
+                                          timeout=min(10.0, max(1.0, deadline - time.monotonic())))
                     committed = {tp.partition: max(tp.offset, 0) for tp in tps}
                 except KafkaException as exc:
                     log.info("eos catch-up: committed offsets: %s", exc)

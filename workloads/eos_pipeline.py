@@ -1,0 +1,238 @@
+"""One pipeline worker of the eos workload: consume a batch, then produce, commit the input
+offsets and commit, all in one transaction bounded by one deadline (workloads/eos.py runs them).
+
+Why a transaction costs what it costs. Measured on 4.3.1 (3 brokers, RF 3, min ISR 2, librdkafka
+2.16, the 2-core machine under a load average of ~45), fault-free, per transaction: the flush
+(AddPartitionsToTxn, then a replicated Produce) 0.2-0.9 s, send_offsets_to_transaction
+(AddOffsetsToTxn, then TxnOffsetCommit: two more replicated writes) 0.14-0.5 s, commit
+(EndTxn) 0.05-0.16 s, whatever the batch's size: four sequential round trips to coordinators that
+each wait for a replicated write. A transaction's cost is therefore fixed, and a worker's
+throughput is its batch over that cost: 200 records a transaction held 2 workers to ~250
+records/s, behind 300 and far behind 1000 sends/s. BATCH is sized so that the pipeline keeps up.
+
+Under faults any of those round trips can hang. Every client call gets at most STEP_S and the whole
+transaction TXN_DEADLINE_S (then an abort gets ABORT_S), so a transaction ends within
+TXN_DEADLINE_S + ABORT_S whatever the cluster does: `ok` when commit_transaction returned, `fail`
+when abort_transaction returned, `info` otherwise (unknown: a commit may still complete). After an
+`info` the worker is replaced: a new process whose init_transactions, with the same
+transactional.id, fences this one and ends its open transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from harness.history.eos import OUTPUT_KEY_BASE, output_key, output_value
+from workloads.clients import ConsumerClient, _epoch
+from workloads.outcomes import error_text
+from workloads.txn import TxnProducerClient
+
+if TYPE_CHECKING:
+    from workloads.eos import EosWorkload
+
+log = logging.getLogger(__name__)
+
+BATCH = 1000  # input records per transaction at most (see the module docstring)
+STEP_S = 5.0  # one client call of a transaction at most
+TXN_DEADLINE_S = 15.0  # flush, offsets and commit of one transaction together
+ABORT_S = 5.0  # the abort after a failed or timed-out step
+OPEN_S = 10.0  # init_transactions of a new incarnation
+COMMIT_TRIES = 4  # commit_transaction retried on retriable errors, within the deadline
+
+
+class Stuck(Exception):
+    """A step of the transaction did not finish before its deadline."""
+
+
+class StepTimes:
+    """Per-step count, total and longest seconds of one worker's transactions (logged at close)."""
+
+    def __init__(self) -> None:
+        self.steps: dict[str, list[float]] = {}
+
+    def add(self, step: str, seconds: float) -> None:
+        n, total, top = self.steps.get(step, [0, 0.0, 0.0])
+        self.steps[step] = [n + 1, total + seconds, max(top, seconds)]
+
+    def lap(self, step: str, since: float) -> float:
+        now = time.monotonic()
+        self.add(step, now - since)
+        return now
+
+    def __str__(self) -> str:
+        return ", ".join(f"{s} n={n:.0f} mean={t / n:.3f} max={m:.3f}" for s, (n, t, m) in self.steps.items())
+
+
+class PipelineWorker:
+    """One incarnation of a pipeline worker: a read_committed consumer and a transactional producer
+    recorded as one process (they act as one client: a txn holds the consumer's reads)."""
+
+    def __init__(self, wl: "EosWorkload", w: int, share: list[int]) -> None:
+        self.wl, self.share = wl, share
+        self.process = wl.process_ids()
+        self.times = StepTimes()
+        self.txn = TxnProducerClient(self.process, wl.recorder, wl.bootstrap, wl.output_topic, wl.profile,
+                                     f"{wl.group_id}-eos-{w}")
+        self.consumer = ConsumerClient(self.process, wl.recorder, wl.bootstrap, wl.topic, wl.profile, wl.group_id,
+                                       extra={"enable.partition.eof": False, "auto.offset.reset": "earliest",
+                                              "enable.auto.commit": False})
+
+    def open(self) -> "PipelineWorker":
+        self.txn.producer = Producer(self.txn.config)
+        # Fences the previous incarnation and ends its open transaction; bounded, so that a worker
+        # replaced during a fault tries again (a new process) instead of waiting out the run.
+        self.txn.producer.init_transactions(OPEN_S)
+        self.consumer.open()
+        self.rewind()
+        return self
+
+    def rewind(self) -> bool:
+        """Read on from the group's committed offsets (recorded as an assign that seeks them)."""
+        assert self.consumer.consumer is not None
+        try:
+            self.consumer.consumer.unassign()
+        except KafkaException:
+            pass
+        return self.consumer.assign(self.share, "committed")
+
+    def step(self, attempt: int, abort: bool) -> str | None:
+        """Consume a batch and process it in one transaction; None when nothing was read."""
+        c = self.consumer.consumer
+        assert c is not None
+        t0 = time.monotonic()
+        try:
+            msgs = c.consume(num_messages=BATCH, timeout=0.1)
+        except (KafkaException, RuntimeError) as exc:
+            log.info("pipeline %s consume: %s", self.process, exc)
+            return None
+        self.times.lap("consume", t0)
+        records = [{"key": m.partition(), "offset": m.offset(), "value": int(m.value()), "epoch": _epoch(m)}
+                   for m in msgs if m.error() is None]
+        errors = [m.error() for m in msgs if m.error() is not None]
+        if errors and not records:
+            # Measured: the first committed-offset fetch failed with NOT_COORDINATOR while the group
+            # coordinator was starting, and librdkafka never fetched again: the worker read nothing for
+            # a whole run. Assigning again fetches the committed offsets again.
+            log.info("pipeline %s: %s; assigning again", self.process, errors[0])
+            time.sleep(0.2)
+            self.rewind()
+        if not records:
+            return None
+        sends = [(output_key(r["key"]), output_value(r["value"], attempt)) for r in records]
+        outcome = self._transaction(records, sends, abort, c)
+        if outcome == "fail" and not self.txn.fatal:
+            self.rewind()  # the aborted input is read again from the committed offsets
+        elif outcome == "info" and not self.txn.fatal:
+            # Its offsets may or may not be committed: only a new incarnation (which fences this
+            # one and reads the committed offsets afresh) knows where to read on.
+            self.txn.fatal = "transaction outcome unknown"
+        return outcome
+
+    def _transaction(self, records: list[dict], sends: list[tuple[int, int]], abort: bool, c: Consumer) -> str:
+        rec, p, producer, times = self.wl.recorder, self.process, self.txn.producer, self.times
+        assert producer is not None
+        rec.record(p, "invoke", "txn", {"sends": [{"key": k, "value": v} for k, v in sends], "records": []})
+        delivered: dict[int, tuple[int | None, int | None]] = {}
+        deadline = time.monotonic() + TXN_DEADLINE_S
+
+        def left(step: str) -> float:
+            """This step's timeout: STEP_S, or what is left of the transaction's deadline."""
+            s = min(STEP_S, deadline - time.monotonic())
+            if s <= 0:
+                raise Stuck(f"transaction deadline of {TXN_DEADLINE_S:g} s passed before {step}")
+            return s
+
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            if err is None:
+                delivered[int(msg.value())] = (msg.offset(), _epoch(msg))
+
+        def value() -> dict[str, Any]:
+            return {"sends": [{"key": k, "value": v, "offset": delivered.get(v, (None, None))[0],
+                               "epoch": delivered.get(v, (None, None))[1]} for k, v in sends],
+                    "records": records}
+
+        t0 = time.monotonic()
+        try:
+            producer.begin_transaction()
+        except KafkaException as exc:  # a local state error: nothing was sent
+            self.txn._note_fatal(exc)
+            rec.record(p, "fail", "txn", value(), error_text(exc))
+            return "fail"
+        reason = "aborted by the workload"
+        try:
+            for k, v in sends:
+                producer.produce(self.wl.output_topic, b"%d" % v, partition=k - OUTPUT_KEY_BASE, on_delivery=on_delivery)
+            # Flushed before the offsets are sent (not left to commit_transaction): a fault-free run
+            # measured no gain from overlapping them (librdkafka sends its coordinator requests one at
+            # a time), and the history's sends then carry their offsets whatever happens next.
+            undelivered = producer.flush(left("the flush"))
+            t0 = times.lap("flush", t0)
+            if undelivered:
+                raise Stuck(f"{undelivered} output records undelivered after the flush")
+            last: dict[int, int] = {}
+            for r in records:
+                last[r["key"]] = max(last.get(r["key"], -1), r["offset"])
+            offsets = [TopicPartition(self.wl.topic, k, o + 1) for k, o in sorted(last.items())]
+            producer.send_offsets_to_transaction(offsets, c.consumer_group_metadata(), left("send_offsets_to_transaction"))
+            t0 = times.lap("send_offsets", t0)
+            if not abort:
+                outcome = self._commit(value, left)
+                times.lap("commit", t0)
+                times.add("records", len(records))
+                return outcome
+        except (KafkaException, BufferError, Stuck) as exc:
+            if isinstance(exc, KafkaException) and self.txn._note_fatal(exc):
+                rec.record(p, "info", "txn", value(), error_text(exc))
+                return "info"
+            reason = (error_text(exc) if isinstance(exc, KafkaException)
+                      else f"local queue full: {exc}" if isinstance(exc, BufferError) else str(exc))
+        return self._abort(value, reason)
+
+    def _commit(self, value: Callable[[], dict[str, Any]], left: Callable[[str], float]) -> str:
+        """commit_transaction until it returns, a non-retriable error, COMMIT_TRIES tries or the deadline."""
+        producer, rec, p = self.txn.producer, self.wl.recorder, self.process
+        assert producer is not None
+        last = "no try"
+        for _ in range(COMMIT_TRIES):
+            try:
+                producer.commit_transaction(left("commit_transaction"))
+                rec.record(p, "ok", "txn", value())
+                return "ok"
+            except Stuck as exc:
+                last = str(exc)
+                break
+            except KafkaException as exc:
+                err, last = exc.args[0], error_text(exc)
+                if self.txn._note_fatal(exc) or (not err.retriable() and not err.txn_requires_abort()):
+                    rec.record(p, "info", "txn", value(), last)
+                    return "info"
+                if err.txn_requires_abort():
+                    return self._abort(value, last)
+        # Retriable and still unknown: the commit may yet complete. A new incarnation settles it.
+        rec.record(p, "info", "txn", value(), f"commit unresolved: {last}")
+        self.txn.fatal = f"commit unresolved within {TXN_DEADLINE_S:g} s: {last}"
+        return "info"
+
+    def _abort(self, value: Callable[[], dict[str, Any]], reason: str) -> str:
+        producer, rec, p = self.txn.producer, self.wl.recorder, self.process
+        assert producer is not None
+        try:
+            producer.abort_transaction(ABORT_S)
+        except KafkaException as exc:  # the abort did not finish: the transaction's fate is unknown
+            self.txn._note_fatal(exc)
+            self.txn.fatal = self.txn.fatal or f"abort failed: {error_text(exc)}"
+            rec.record(p, "info", "txn", value(), f"{reason}; abort failed: {error_text(exc)}")
+            return "info"
+        rec.record(p, "fail", "txn", value(), reason)
+        return "fail"
+
+    def close(self) -> None:
+        log.info("pipeline %s step times: %s", self.process, self.times)
+        # A short flush: a replaced worker's producer may be stuck, and its open transaction is the
+        # next incarnation's to end (init_transactions fences it).
+        self.txn.close(timeout_s=1)
+        self.consumer.close()
