@@ -234,7 +234,8 @@ def _last_replica_standing(ctx: ScenarioContext, elr: str) -> dict[str, Any]:
     the ISR when it fell below min.insync.replicas and so is eligible; the controller elects C
     while A is down and A, back from an unclean shutdown, follows: nothing lost."""
     A, B, C, D = ctx.A, ctx.B, ctx.C, ctx.D
-    assert D is not None  # controller_apart
+    if not ctx.cluster.is_kraft or D is None:
+        ctx.fail(f"KIP-966 (ELR) is KRaft-only; Kafka {ctx.version} runs in ZooKeeper mode here: use 3.3 or later")
     if elr == "off":
         elr_off(ctx)
     levels = features(ctx)
