@@ -56,12 +56,10 @@ def test_power_loss_divergence_converges_with_leader_epochs():
     # unix socket address (108 bytes); pytest's tmp_path is too deep for the controller's node 101.
     tmp_path = Path(tempfile.mkdtemp(prefix="kh-p-", dir="/tmp"))
     code = "import sys; from harness.scenario_commands import scenario; sys.exit(scenario.main(sys.argv[1:], standalone_mode=True))"
-    try:
-        out = subprocess.run([sys.executable, "-c", code, "run", "kip101-power-loss-divergence", "--store", str(tmp_path)],
-                             capture_output=True, text=True, cwd=ROOT, env={**os.environ}, timeout=900)
-        _check_power_loss_divergence(out, tmp_path)
-    finally:
-        shutil.rmtree(tmp_path, ignore_errors=True)
+    out = subprocess.run([sys.executable, "-c", code, "run", "kip101-power-loss-divergence", "--store", str(tmp_path)],
+                         capture_output=True, text=True, cwd=ROOT, env={**os.environ}, timeout=900)
+    _check_power_loss_divergence(out, tmp_path)
+    shutil.rmtree(tmp_path, ignore_errors=True)  # kept when the test fails: the run directory is the evidence
 
 
 def _check_power_loss_divergence(out: subprocess.CompletedProcess, tmp_path: Path) -> None:
