@@ -7,7 +7,8 @@ the derived tables of `derive()` and returns a DataFrame with one row per counte
 (and process); nothing here collects a history to the driver.
 
 Vocabulary. A *read* is one record of an `ok` poll or an `ok` txn. An *ok write* is an `ok` send
-completion, or a send inside an `ok` (committed) txn. The *observed positions* of key K are every
+completion, or a send inside an `ok` (committed) txn, or a send of an `info` op a read proved
+(_proven_info_writes; docs/checker.md). The *observed positions* of key K are every
 (offset, value) of reads on K and of ok writes on K with a known offset (null or negative offsets,
 as with acks=0, say nothing about position). K's *observed order* is its observed offsets sorted.
 """
@@ -32,7 +33,7 @@ class Derived:
     events: DataFrame
     reads: DataFrame  # process, pid, index, time, f, type, pos, key, offset, value
     positions: DataFrame  # key, offset, value, process, index, time, f, type
-    offsets: DataFrame  # key, offset, read, next_offset, value, values (persisted)
+    offsets: DataFrame  # key, offset, read, first_time, next_offset, value, values (persisted)
     values: DataFrame  # one row per value: what the value-level anomalies need (see _value_table)
     cache: dict = field(default_factory=dict)  # tables other finder modules persist once (analysis/cycles.py)
     # f -> {invoke, ok, fail, info} counts, when the loader gave them: the finders of
@@ -61,7 +62,7 @@ DERIVED_STORAGE = StorageLevel.DISK_ONLY
 READ, OK_SEND, OK_TXN_SEND, FAILED_WRITE, SEND_INVOKE = 0, 1, 2, 3, 4
 
 
-def _by_value(read_positions: DataFrame, events: DataFrame) -> DataFrame:
+def _by_value(read_positions: DataFrame, events: DataFrame, proven: DataFrame | None = None) -> DataFrame:
     """One row per value with everything the value-level anomalies need, from a single shuffle.
 
     Every position a value was read at (read_positions: value, key, offset), ok write, failed
@@ -84,6 +85,10 @@ def _by_value(read_positions: DataFrame, events: DataFrame) -> DataFrame:
         "index", "pid", F.explode(F.col("value.sends")).alias("s")).select(
         F.col("s.value").alias("value"), "kind", F.col("s.key").alias("key"),
         _offset(F.col("s.offset")).alias("offset"), "index", "pid")
+    if proven is not None:  # proven info writes count as ok ones (see _proven_info_writes)
+        txn_facts = txn_facts.unionByName(proven.select(
+            "value", F.when(F.col("f") == "send", F.lit(OK_SEND)).otherwise(F.lit(OK_TXN_SEND)).alias("kind"),
+            "key", "offset", "index", "pid"))
     kind = F.col("kind")
     is_ok_write = kind.isin(OK_SEND, OK_TXN_SEND)
     at_position = (kind == READ) | (is_ok_write & F.col("offset").isNotNull())
@@ -176,10 +181,38 @@ def value_findings(d: Derived) -> DataFrame:
     return d.values.select(F.explode(F.array_compact(tags)).alias("anomaly"))
 
 
-def derive(events: DataFrame) -> Derived:
+def _has_info_writes(op_stats: dict | None) -> bool:
+    if op_stats is None:
+        return True
+    return any((op_stats.get(f) or {}).get("info", 0) for f in ("send", "txn"))
+
+
+def _proven_info_writes(events: DataFrame, reads: DataFrame, base: list[str], read_committed: bool) -> DataFrame:
+    """The sends of `info` send and txn ops that a read proved happened (docs/checker.md, "info
+    writes a read proved"): an ok read returned their (key, value); at read_committed, every send
+    of an info txn one of whose sends an ok read returned (its reader saw only committed records,
+    so the transaction committed). Info writes are few next to the reads (those of faults), so
+    they are broadcast against the reads, one scan of them."""
+    one = events.filter((F.col("f") == "send") & (F.col("type") == "info")).select(
+        *base, F.col("value.key").alias("key"), _offset(F.col("value.offset")).alias("offset"),
+        F.col("value.value").alias("value"))
+    many = events.filter((F.col("f") == "txn") & (F.col("type") == "info")).select(
+        *base, F.explode(F.col("value.sends")).alias("s")).select(
+        *base, F.col("s.key").alias("key"), _offset(F.col("s.offset")).alias("offset"), F.col("s.value").alias("value"))
+    info = one.unionByName(many)
+    read = reads.select("key", "value").join(F.broadcast(info.select("key", "value")), ["key", "value"], "left_semi")
+    hit = info.join(read.distinct(), ["key", "value"], "left_semi")
+    if not read_committed:  # a read proves only the record it returned
+        return hit
+    return info.join(F.broadcast(hit.select("index").distinct()), "index", "left_semi")
+
+
+def derive(events: DataFrame, op_stats: dict | None = None, read_committed: bool = True) -> Derived:
     """The tables every anomaly is defined over. `offsets` is persisted and computed here: several
     anomalies read it, and so do `values` (the values read at each position, the highest offset
-    read per key). `values` is not (see _value_table); persist it before reading it twice."""
+    read per key). `values` is not (see _value_table); persist it before reading it twice.
+    op_stats (the loader's, when known) lets a history without info writes skip their proof;
+    read_committed is the readers' isolation level (what a read of an info txn's send proves)."""
     ok_reads = events.filter((F.col("type") == "ok") & F.col("f").isin(*READ_FS))
     reads = ok_reads.select(
         "process", "pid", "index", "time", "f", "type",
@@ -195,6 +228,10 @@ def derive(events: DataFrame) -> Derived:
         *base, F.explode(F.col("value.sends")).alias("s")).select(
         *base, F.col("s.key").alias("key"), _offset(F.col("s.offset")).alias("offset"), F.col("s.value").alias("value"))
     ok_writes = sends.unionByName(txn_sends)
+    proven = _proven_info_writes(events, reads, base, read_committed) if _has_info_writes(op_stats) else None
+    if proven is not None:  # read twice (offsets, values): persisted, a few rows
+        proven = proven.persist(DERIVED_STORAGE)
+        ok_writes = ok_writes.unionByName(proven)
 
     cols = ["key", "offset", "value", "process", "index", "time", "f", "type"]
     known = ok_writes.filter(F.col("offset").isNotNull())
@@ -205,13 +242,15 @@ def derive(events: DataFrame) -> Derived:
     # aggregate before the exchange merged little (a position's reads and write sit far apart in
     # the file) and cost a third of this table's time. Not by key alone: a whole key per task
     # does not spread over cores and bounds its memory by the key's size.
+    # first_time: when the earliest op that observed the position completed (analysis/lag.py).
     offsets = (
-        reads.select("key", "offset", "value", F.lit(True).alias("read"))
-        .unionByName(known.select("key", "offset", "value", F.lit(False).alias("read")))
+        reads.select("key", "offset", "value", "time", F.lit(True).alias("read"))
+        .unionByName(known.select("key", "offset", "value", "time", F.lit(False).alias("read")))
         .repartition("key", "offset")
         .groupBy("key", "offset")
-        .agg(F.min("value").alias("min_value"), F.max("value").alias("max_value"), F.max("read").alias("read"))
-        .select("key", "offset", "read",
+        .agg(F.min("value").alias("min_value"), F.max("value").alias("max_value"), F.max("read").alias("read"),
+             F.min("time").alias("first_time"))
+        .select("key", "offset", "read", "first_time",
                 F.lead("offset").over(Window.partitionBy("key").orderBy("offset")).alias("next_offset"),
                 F.when(F.col("min_value") == F.col("max_value"), F.col("min_value")).alias("value"),
                 # Only where two values met (null elsewhere: a narrow persisted table).
@@ -227,13 +266,16 @@ def derive(events: DataFrame) -> Derived:
         any_disputed = disputed.limit(1).count() > 0  # computes and caches offsets now
     except BaseException:
         offsets.unpersist()
+        if proven is not None:
+            proven.unpersist()
         raise
     if any_disputed:  # the reads are joined back in only then
         read_positions = read_positions.unionByName(
             reads.join(disputed, ["key", "offset"], "left_semi").select("value", "key", "offset"))
     # The highest offset read on each key, from the persisted offsets (no second pass over reads).
     max_read = offsets.filter("read").groupBy("key").agg(F.max("offset").alias("max_read_offset"))
-    return Derived(events, reads, positions, offsets, _value_table(_by_value(read_positions, events), max_read))
+    return Derived(events, reads, positions, offsets, _value_table(_by_value(read_positions, events, proven), max_read),
+                   cache={} if proven is None else {"proven": proven}, op_stats=op_stats)
 
 
 def inconsistent_offsets(d: Derived) -> DataFrame:

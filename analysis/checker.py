@@ -188,7 +188,8 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
 
     d = pairs = None
     try:
-        d = A.derive(history.events)
+        d = A.derive(history.events, history.op_stats,
+                     read_committed=effective_profile(config)["isolation.level"] != "read_uncommitted")
         d.op_stats = history.op_stats
         # Only reads that are not one after the other: small, and used by two anomalies and
         # their examples, so it is computed once.

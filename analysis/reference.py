@@ -20,9 +20,31 @@ def _offset(o: Any) -> int | None:
     return o if isinstance(o, int) and o >= 0 else None
 
 
-def findings(events: Iterable[dict[str, Any]]) -> dict[str, set]:
-    """Each anomaly's findings as a set of identifying tuples; len() of each set is its count."""
+def proven_info_writes(events: list[dict[str, Any]], read_committed: bool = True) -> set[tuple[int, int]]:
+    """(op index, value) of every send of an `info` send or txn that a read proved happened: an ok
+    read returned its (key, value); at read_committed also every other send of an info txn one of
+    whose sends an ok read returned (such a reader sees only committed transactions' records)."""
+    read_kv = {(r["key"], r["value"]) for e in events if e["f"] in ("poll", "txn") and e["type"] == "ok"
+               for r in (e.get("value") or {}).get("records") or []}
+    out: set[tuple[int, int]] = set()
+    for e in events:
+        if e["type"] != "info" or e["f"] not in ("send", "txn") or e["process"] == "nemesis":
+            continue
+        v = e.get("value") or {}
+        sends = [v] if e["f"] == "send" else v.get("sends") or []
+        hit = {s["value"] for s in sends if (s["key"], s["value"]) in read_kv}
+        if hit and e["f"] == "txn" and read_committed:
+            hit = {s["value"] for s in sends}
+        out |= {(e["index"], val) for val in hit}
+    return out
+
+
+def findings(events: Iterable[dict[str, Any]], read_committed: bool = True) -> dict[str, set]:
+    """Each anomaly's findings as a set of identifying tuples; len() of each set is its count.
+    read_committed: the readers' isolation level (whether a read of one send of an info txn
+    proves all of its sends)."""
     events = sorted(events, key=lambda e: e["index"])
+    proven = proven_info_writes(events, read_committed)
     positions: set[tuple[int, int, int]] = set()  # (key, offset, value)
     read_values: set[int] = set()
     max_read: dict[int, int] = {}
@@ -38,7 +60,7 @@ def findings(events: Iterable[dict[str, Any]]) -> dict[str, set]:
         if f == "send":
             if t == "invoke":
                 invoke_at[(p, v["value"])] = e["index"]
-            elif t == "ok":
+            elif t == "ok" or (e["index"], v["value"]) in proven:  # an ok write, or a proven info one
                 o = _offset(v.get("offset"))
                 ok_writes[v["value"]] = (v["key"], o)
                 if o is not None:
@@ -47,10 +69,12 @@ def findings(events: Iterable[dict[str, Any]]) -> dict[str, set]:
                     sends_by_proc[(p, v["key"])].append((order, o, v["value"]))
             elif t == "fail":
                 failed.add(v["value"])
-        elif f == "txn" and t in ("ok", "fail"):
+        elif f == "txn" and t in ("ok", "fail", "info"):
             for s in v.get("sends") or []:
                 if t == "fail":
                     failed.add(s["value"])
+                elif t == "info" and (e["index"], s["value"]) not in proven:
+                    continue  # unknown: neither failure nor acknowledgement
                 else:
                     o = _offset(s.get("offset"))
                     ok_writes[s["value"]] = (s["key"], o)
@@ -117,9 +141,9 @@ def findings(events: Iterable[dict[str, Any]]) -> dict[str, set]:
     return out
 
 
-def counts(events: Iterable[dict[str, Any]]) -> dict[str, int]:
+def counts(events: Iterable[dict[str, Any]], read_committed: bool = True) -> dict[str, int]:
     """Count of each anomaly, every name present."""
-    return {a: len(s) for a, s in findings(events).items()}
+    return {a: len(s) for a, s in findings(events, read_committed).items()}
 
 
 def read_jsonl(path: Path | str) -> list[dict[str, Any]]:

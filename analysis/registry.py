@@ -40,12 +40,14 @@ REGISTRY: tuple[Anomaly, ...] = (
             "more than once (e.g. a retried send without idempotence).",
             "value", "duplicate", ("value",)),
     Anomaly("lost-write",
-            "a write acknowledged `ok` at offset o of key K whose value no read ever returned, although "
+            "an ok write (acknowledged `ok`, or `info` but proved by a read) at offset o of key K whose "
+            "value no read ever returned, although "
             "some read on K returned an offset greater than o — readers went past its position and it "
             "was not there.",
             "value", "lost_write", ("key",)),
     Anomaly("unseen",
-            "a write acknowledged `ok` whose value no read returned and that is not a lost-write (no "
+            "an ok write (acknowledged `ok`, or `info` but proved by a read) whose value no read "
+            "returned and that is not a lost-write (no "
             "read on its key went past it, or its offset is unknown). It is lost only if the final "
             "drain is known to have reached every high watermark.",
             "value", "unseen", ("key",)),
