@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from analysis import anomalies as A
 from analysis.history_load import HistoryError, load_history
-from analysis.replica_evidence import NAME as REPLICA_DIVERGENCE, divergence_permitted, read_replica_divergence
+from analysis.replica_evidence import NAME as REPLICA_DIVERGENCE, divergence_permitted, read_replica_divergence, truncation_refusals
 from analysis.permissions import allowed as permitted, effective_profile, model_permitted
 from analysis.explain import clock as wall_clock
 from analysis.producer_evidence import attach_producer_ids, duplicate_hint, match_duplicates, out_of_order_sequences
@@ -251,6 +251,13 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
     hint = duplicate_hint(sequences)
     if hint:
         v.reasons = [*v.reasons, hint]
+    refused = truncation_refusals(run_dir)  # evidence beside the verdict, never a verdict of its own
+    if refused:
+        v.reasons = [*v.reasons, refused["sentence"]]
+    if (config or {}).get("unresponsive"):  # harness/cluster/watch.py: the brokers, not the harness
+        gone = config["unresponsive"]
+        v.reasons = [*v.reasons, f"the brokers stopped answering at {gone.get('at_s')} s ({gone.get('reason')}); the workload "
+                                 "stopped then, and what had been read is what was checked"]
     timings["total_s"] = round(time.perf_counter() - t0, 3)
     cfg = config or {}
     return {
@@ -267,6 +274,8 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         "op_stats": history.op_stats,
         "drain": {"complete": complete, "high_watermarks": hws, "undrained": drain_undrained(config)},
         "replica_divergence": replicas,
+        "truncation_refused": refused,
+        "unresponsive": (config or {}).get("unresponsive"),
         "out_of_order_sequences": sequences,
         "history": {"path": str(history.path), "format": history.format, "events": history.count,
                     "truncated": history.truncated},

@@ -10,6 +10,7 @@ A replica that is merely shorter is lagging, not diverged.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -45,3 +46,38 @@ def read_replica_divergence(run_dir: Path | str) -> dict[str, Any] | None:
 
 def divergence_permitted(profile: dict[str, Any]) -> bool:
     return bool(profile.get("unclean.leader.election.enable"))
+
+
+# 0.10.x-1.x followers with unclean election off refuse to truncate below their log end when the
+# leader's log is shorter ("Exiting because log truncation is not allowed for partition queue-4,
+# Current leader 1's latest offset 135 is less than replica 2's latest offset 208"), and on
+# 0.10.2.2 then hang half shut down (KAFKA-4039). The line proves that a leader was elected with a
+# shorter log than an in-sync follower's, which is KIP-101's precondition for loss; it does not
+# prove that acknowledged records were lost (the follower's extra records may never have been
+# committed), so it is evidence quoted with the verdict, never a verdict of its own.
+_REFUSED = re.compile(r"truncation is not allowed for partition (\S+?)-(\d+), Current leader (\d+)'s latest offset (\d+) "
+                      r"is less than replica (\d+)'s latest offset (\d+)")
+MAX_LOG_BYTES = 64 << 20
+
+
+def truncation_refusals(run_dir: Path | str, limit: int = 5) -> dict[str, Any] | None:
+    """Each broker's 'log truncation is not allowed' line (count, and up to `limit` parsed), or None."""
+    found: list[dict[str, Any]] = []
+    for log in sorted(Path(run_dir).glob("brokers/*/server.log")):
+        with open(log, "rb") as fh:
+            text = fh.read(MAX_LOG_BYTES).decode("utf-8", "replace")
+        for line in text.splitlines():
+            m = _REFUSED.search(line)
+            if m:
+                found.append({"broker": int(log.parent.name) if log.parent.name.isdigit() else log.parent.name,
+                              "time": line[1:24] if line.startswith("[") else None, "topic": m.group(1),
+                              "partition": int(m.group(2)), "leader": int(m.group(3)), "leader_end": int(m.group(4)),
+                              "replica": int(m.group(5)), "replica_end": int(m.group(6))})
+    if not found:
+        return None
+    first = found[0]
+    return {"count": len(found), "examples": found[:limit],
+            "sentence": (f"broker {first['replica']} refused to truncate {first['topic']}-{first['partition']}: its new leader "
+                         f"{first['leader']} ended at offset {first['leader_end']}, the follower at {first['replica_end']} "
+                         f"({len(found)} such line(s), first at {first['time']}): a leader was elected with a shorter log than "
+                         "an in-sync follower's (KIP-101's precondition for loss; on 0.10.x the follower then hangs, KAFKA-4039)")}

@@ -82,8 +82,13 @@ def make_workload(config: RunConfig, profile: Any, recorder: Recorder, bootstrap
     return QueueWorkload(recorder, bootstrap, TOPIC, profile, **kwargs)
 
 
+# How long the heal waits for full ISRs, and the drain for high watermarks, once no broker answers.
+UNRESPONSIVE_BOUND_S = 15.0
+
+
 def unreachable_bound(faults: FaultPhase | None) -> float:
-    """How long no broker may answer before the run fails. A fault may take every broker (kill,
+    """How long no broker may answer before the run counts its cluster unresponsive (it then stops its
+    workload and is checked: harness/cluster/watch.py). A fault may take every broker (kill,
     pause or power-off of 'all') for up to 1.5 schedule intervals (nemesis/schedule.py), so
     twice the interval, and never less than a minute: a JVM restart under load took 10-20 s here."""
     interval = (faults.describe().get("interval_s") or 0) if faults is not None else 0
@@ -179,8 +184,18 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         while (now := time.monotonic()) < end:
             notify("workload", recorder)
             fail_if_gone(watch, workload)
+            if watch.unresponsive is not None:
+                break  # Kafka stopped answering: stop now, record and check it (below)
             time.sleep(min(0.25, end - now))
         seconds["workload"] = time.monotonic() - began
+        drain_timeout_s = config.drain_timeout_s
+        if watch.unresponsive is not None:
+            # Not a failure (harness/cluster/watch.py): what was read so far is still checked. Waiting
+            # the heal's 120 s for ISRs and a full drain from brokers that answer nothing proves nothing.
+            record["unresponsive"] = {"at_s": round(recorder.elapsed_ns() / 1e9, 3), "reason": watch.unresponsive}
+            drain_timeout_s = min(drain_timeout_s, UNRESPONSIVE_BOUND_S)
+            if faults is not None and hasattr(faults, "isr_timeout_s"):
+                faults.isr_timeout_s = min(faults.isr_timeout_s, UNRESPONSIVE_BOUND_S)
         if faults is not None:
             notify("healing", recorder)
             began = time.monotonic()
@@ -193,7 +208,7 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         notify("draining", recorder)
         began = time.monotonic()
         phases["drain"] = round(recorder.elapsed_ns() / 1e9, 3)
-        drain = watched(watch, workload, lambda: workload.drain(config.drain_timeout_s).as_json())
+        drain = watched(watch, workload, lambda: workload.drain(drain_timeout_s).as_json())
         seconds["drain"] = time.monotonic() - began
         record["drain"] = drain
         record["worker_errors"] = workload.errors

@@ -13,8 +13,16 @@ a 120 s run before FAILED. One background thread looks, every `period_s`:
 - at the Docker engine: silent for longer than `docker_silence_s` is a failure;
 - at the brokers, with a Kafka ApiVersions request on each one's host port (what every client
   sends first; any answer, even an error, means the broker is there): none answering for longer
-  than `unreachable_after_s` is a failure. Faults make every broker unreachable for a while
-  (kill, pause or power-off of all), so the caller sets the bound above its longest fault.
+  than `unreachable_after_s` makes the cluster `unresponsive`. Faults make every broker
+  unreachable for a while (kill, pause or power-off of all), so the caller sets the bound above
+  its longest fault.
+
+`failure` (containers gone or stopped, Docker silent) is the harness's problem: the run fails.
+`unresponsive` is Kafka's behaviour, not a failure: brokers whose containers run but answer
+nothing. 0.10.2.2 does that after its followers refuse to truncate (KAFKA-4039: every broker of a
+detection run hung within 2 min of a leader elected with a shorter log than its followers'), and
+that is exactly what a run must still record and check, so the run stops its workload and faults
+then, drains what it can in a short bound, and is checked (issue 21).
 A TCP connect alone proves nothing: Docker's port proxy accepts for a broker that is dead.
 """
 
@@ -76,6 +84,7 @@ class ClusterWatch:
         self.client = client
         self.failure: str | None = None
         self.failed_at: float | None = None  # time.monotonic() when the failure was seen
+        self.unresponsive: str | None = None  # why no broker answers (containers still running)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_answer = self._last_docker = time.monotonic()
@@ -104,7 +113,7 @@ class ClusterWatch:
                 log.error("run %s: %s", self.run_id, reason)
 
     def check(self, now: float) -> str | None:
-        """One look: the reason the cluster is gone, or None."""
+        """One look: the reason the cluster is gone, or None (`unresponsive` is set on the side)."""
         gone = self.containers_gone(now)
         if gone is not None:
             return gone
@@ -112,9 +121,11 @@ class ClusterWatch:
             self._last_answer = now
             return None
         silent = now - self._last_answer
-        if silent > self.unreachable_after_s:
-            return (f"no broker has answered for {silent:.0f} s (bound {self.unreachable_after_s:.0f} s): "
-                    f"every broker ({', '.join(f'127.0.0.1:{p}' for p in self.ports.values())}) is unreachable")
+        if silent > self.unreachable_after_s and self.unresponsive is None:
+            self.unresponsive = (f"no broker has answered for {silent:.0f} s (bound {self.unreachable_after_s:.0f} s): "
+                                 f"every broker ({', '.join(f'127.0.0.1:{p}' for p in self.ports.values())}) is unreachable, "
+                                 "though its container runs")
+            log.warning("run %s: %s", self.run_id, self.unresponsive)
         return None
 
     def containers_gone(self, now: float) -> str | None:
