@@ -197,6 +197,15 @@ def explain_example(name: str, ex: dict[str, Any], facts: Facts, faults: list[Fa
         ops = [o for o in ex.get("ops") or [] if isinstance(o, dict) and isinstance(o.get("time"), (int, float))]
         times = times or sorted({o["time"] / NS for o in ops})
     t0, t1 = (min(times), max(times)) if times else (None, None)
+    if name in ("nonmonotonic-poll", "poll-skip") and key is not None and len(ex.get("offsets") or []) == 2:
+        # The read that broke the order is the process's first read of the second offset after its
+        # read of the first, not the first read of that offset ever: a 0.10.2.2 consumer read
+        # offset 0 at 25.8 s, 207 at 29.4 s, then 0 again at 52.0 s, and the sentence said 25.8 s.
+        proc = str(ex.get("process"))
+        before = [r["t_s"] for r in _reads_at(facts, key, ex["offsets"][0], clk) if str(r["process"]) == proc]
+        after = [r["t_s"] for r in reads if str(r["process"]) == proc and before and r["t_s"] >= min(before)]
+        if after:
+            t0 = t1 = min(after)
     out["at"] = {"from_s": t0, "to_s": t1, "from_utc": clk.utc(t0), "to_utc": clk.utc(t1)}
     out["faults_at_invoke"] = _fault_facts(faults, invoke["t_s"] if invoke else t0, topic, clk)
     acks = [a["t_s"] for a in out.get("acked_at_offset") or []]

@@ -152,3 +152,24 @@ def test_explanation_failure_never_costs_the_verdict(tmp_path: Path, monkeypatch
     monkeypatch.setattr(explain, "scan", boom)
     results = explain.attach(run_dir, {"verdict": "invalid", "examples": {"lost-write": [{"value": 1}]}}, None)
     assert results["verdict"] == "invalid" and "disk on fire" in results["explanations"]["error"]
+
+
+def test_a_backward_read_is_placed_at_the_read_that_went_back(tmp_path: Path) -> None:
+    """0.10.2.2, detection seed 6: a consumer read queue-4's offsets 0..1 at 1 µs, 2 at 3 µs, then,
+    its position out of range after a truncation, offset 0 again: the sentence names the last read."""
+    from tests.analysis.histories import Builder, write_run
+
+    b = Builder()
+    b.assign(2, [4])
+    b.poll(2, [(4, 0, 10), (4, 1, 11)])
+    b.poll(2, [(4, 2, 12)])
+    b.poll(2, [(4, 0, 10)])  # back to offset 0 without any assign
+    run_dir = write_run(tmp_path, b.events, {"profile": {"name": "safe"}, "drain": {"complete": True},
+                                             "history_start_utc": "2026-11-24T00:57:33.000000+00:00"})
+    events = reference.read_jsonl(run_dir / "history.jsonl")
+    found = explain.examples_from_findings(reference.findings(events))
+    assert found.get("nonmonotonic-poll") == [{"process": 2, "key": 4, "offsets": [2, 0]}]
+    got = explain.explain(run_dir, found, json.loads((run_dir / "config.json").read_text()))["examples"]["nonmonotonic-poll"][0]
+    last_read_s = b.events[-1]["time"] / 1e9
+    assert got["at"]["from_s"] == got["at"]["to_s"] == round(last_read_s, 3)
+    assert "read queue-4 at offset 2 then, not after it, at offset 0" in got["sentence"]
