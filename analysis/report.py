@@ -123,6 +123,11 @@ def _facts(run_dir: Path, config: dict[str, Any] | None, cluster: dict[str, Any]
                      + (f", cluster start {seconds['cluster_ready']} s" if "cluster_ready" in seconds else "")),
         ("final drain", drain_text),
     ]
+    lag = (results or {}).get("realtime_lag")  # a measurement (analysis/lag.py), absent in older results
+    if isinstance(lag, dict):
+        w = lag.get("worst") or {}
+        facts.append(("consumer realtime lag", f"max {html.fmt(lag.get('max_ms'))} ms (process {w.get('process')}, "
+                      f"partition {w.get('key')}), p50 {html.fmt(lag.get('p50_ms'))} ms, p99 {html.fmt(lag.get('p99_ms'))} ms"))
     if cluster and isinstance(cluster.get("client"), dict):
         facts.append(("client library", ", ".join(f"{k} {v}" for k, v in cluster["client"].items())))
     if c.get("failure"):
