@@ -89,9 +89,11 @@ def test_broker_jvm_is_not_pid_1_and_restarts_with_its_data(cluster):
 
 def test_teardown_removes_everything_also_after_an_exception(prepared, report_figure):
     with pytest.raises(RuntimeError, match="boom"):
-        with KafkaCluster(brokers=1) as single:
+        with KafkaCluster(brokers=1, controllers=1) as single:  # a separate KRaft controller too
             run_id, work_dir = single.run_id, single.work_dir
             assert leftovers(run_id).containers
+            # every node has its network address (a separate controller's was "", so cuts at it failed)
+            assert all(n.address.count(".") == 3 for n in single.nodes), [(n.hostname, n.address) for n in single.nodes]
             raise RuntimeError("boom")
     assert leftovers(run_id).containers == [] and leftovers(run_id).networks == []
     assert not work_dir.exists()

@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 DISK_ERRORS = ("eio-write", "eio-read", "enospc")  # the helper's presets (fault.rs PRESETS)
 
 
+UNIX_PATH_MAX = 108  # sockaddr_un.sun_path, NUL included
+
+
 class LossyMount:
     """One mounted lossyfs; see the module docstring. `writeback_s` models the kernel's writeback
     (dirty that long means on disk); None, the default, is the worst case: nothing survives."""
@@ -47,6 +50,11 @@ class LossyMount:
         self.mountpoint = self.root / "mnt"
         self.backing = self.root / "backing"
         self.control = self.root / "control.sock"
+        if len(str(self.control.resolve()).encode()) >= UNIX_PATH_MAX:
+            # The helper would only log "path must be shorter than SUN_LEN" and never answer.
+            raise HarnessError(f"the lossyfs control socket {self.control} is {len(str(self.control.resolve()).encode())} bytes "
+                               f"long; a unix socket's path must be under {UNIX_PATH_MAX}.",
+                               hint="use a shorter --store path (e.g. under /tmp or the working directory)")
         self.log_path = self.root / "lossyfs.log"
         self.process: subprocess.Popen[bytes] | None = None
 

@@ -223,5 +223,10 @@ def first_error_line(output: str) -> str:
 
 
 def network_address(container: DockerContainer, network: Network) -> str:
-    info = container.get_wrapped_container().attrs["NetworkSettings"]["Networks"]
+    # Reloaded: the attributes are cached from before start, when no address is assigned yet. A
+    # broker's got refreshed by the port lookup before this; a separate KRaft controller's stayed
+    # "" and every iptables cut aimed at it failed ("Bad argument `DROP'").
+    wrapped = container.get_wrapped_container()
+    wrapped.reload()
+    info = wrapped.attrs["NetworkSettings"]["Networks"]
     return info.get(network.name, {}).get("IPAddress", "")

@@ -168,3 +168,14 @@ def test_log_lines_keep_the_first_and_last_of_a_long_story(tmp_path: Path) -> No
 
 def test_disk_is_a_package() -> None:
     assert build_nemeses(["disk"])["disk"].targets == ("one", "leader", "controller")
+
+
+def test_a_control_socket_path_too_long_for_unix_sockets_is_refused_naming_the_fix(tmp_path) -> None:
+    from harness.cluster.lossy_mount import UNIX_PATH_MAX, LossyMount
+    from harness.errors import HarnessError
+
+    deep = tmp_path / ("d" * (UNIX_PATH_MAX - len(str(tmp_path))))
+    with pytest.raises(HarnessError) as err:
+        LossyMount(deep, "run:kafka-1")
+    assert "control socket" in err.value.message and "shorter --store" in err.value.hint
+    LossyMount(tmp_path / "p", "run:kafka-1")  # a short path is fine (nothing is mounted until mount())
