@@ -1,14 +1,19 @@
 """One pipeline worker of the eos workload: consume a batch, then produce, commit the input
 offsets and commit, all in one transaction bounded by one deadline (workloads/eos.py runs them).
 
-Why a transaction costs what it costs. Measured on 4.3.1 (3 brokers, RF 3, min ISR 2, librdkafka
-2.16, the 2-core machine under a load average of ~45), fault-free, per transaction: the flush
-(AddPartitionsToTxn, then a replicated Produce) 0.2-0.9 s, send_offsets_to_transaction
-(AddOffsetsToTxn, then TxnOffsetCommit: two more replicated writes) 0.14-0.5 s, commit
-(EndTxn) 0.05-0.16 s, whatever the batch's size: four sequential round trips to coordinators that
-each wait for a replicated write. A transaction's cost is therefore fixed, and a worker's
-throughput is its batch over that cost: 200 records a transaction held 2 workers to ~250
-records/s, behind 300 and far behind 1000 sends/s. BATCH is sized so that the pipeline keeps up.
+Why a transaction costs what it costs. A transaction is four sequential round trips to the
+coordinators, each waiting for a replicated write: AddPartitionsToTxn and the Produce (the flush),
+AddOffsetsToTxn and TxnOffsetCommit (send_offsets_to_transaction), EndTxn (the commit). Measured on
+4.3.1 (3 brokers, RF 3, min ISR 2, librdkafka 2.16) with only two such workers in a process, at a
+load average of ~50 on the 2 cores: 0.09 s a transaction of 200 records (23 txn/s, 4,700 records/s),
+0.16 s of 1000 (12.7 txn/s, 12,700 records/s). The same workers next to a 300/s feeder and two
+read_committed readers in the same process: 0.9 s (2.2 txn/s); in the harness (which also records
+every op): 1.2 s at 200 records (p50; flush 0.93 s, offsets 0.47 s, commit 0.16 s on average) and at
+a load of ~100 0.2-0.7 txn/s whatever the settings (no delivery callbacks, a 0.5 ms GIL switch
+interval). The cost is the client process's and the machine's contention, paid per transaction,
+not a Kafka or librdkafka setting (librdkafka retries AddPartitionsToTxn after
+CONCURRENT_TRANSACTIONS after a fixed 20 ms; the group metadata took 2-13 ms). So it is amortised:
+BATCH 1000 instead of 200 took the harness's fault-free pipeline from 246 to 657 records/s.
 
 Under faults any of those round trips can hang. Every client call gets at most STEP_S and the whole
 transaction TXN_DEADLINE_S (then an abort gets ABORT_S), so a transaction ends within
@@ -37,8 +42,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BATCH = 1000  # input records per transaction at most (see the module docstring)
-STEP_S = 5.0  # one client call of a transaction at most
-TXN_DEADLINE_S = 15.0  # flush, offsets and commit of one transaction together
+# Fault-free under a load average of ~50 a flush of 1000 records took up to 3.4 s, so a step gets 6 s;
+# the worst transaction (18 + 5 s) plus a close still ends inside the 30 s the stop leaves threads.
+STEP_S = 6.0  # one client call of a transaction at most
+TXN_DEADLINE_S = 18.0  # flush, offsets and commit of one transaction together
 ABORT_S = 5.0  # the abort after a failed or timed-out step
 OPEN_S = 10.0  # init_transactions of a new incarnation
 COMMIT_TRIES = 4  # commit_transaction retried on retriable errors, within the deadline
@@ -166,9 +173,10 @@ class PipelineWorker:
         try:
             for k, v in sends:
                 producer.produce(self.wl.output_topic, b"%d" % v, partition=k - OUTPUT_KEY_BASE, on_delivery=on_delivery)
-            # Flushed before the offsets are sent (not left to commit_transaction): a fault-free run
-            # measured no gain from overlapping them (librdkafka sends its coordinator requests one at
-            # a time), and the history's sends then carry their offsets whatever happens next.
+            # Flushed before the offsets are sent (not left to commit_transaction), so the history's
+            # sends carry their offsets whatever happens next. Leaving it to the commit showed no
+            # clear gain: send_offsets_to_transaction then took the flush's time instead (0.9 s a
+            # transaction of 200 records, fault-free, against 0.2 s flush + 0.14 s offsets).
             undelivered = producer.flush(left("the flush"))
             t0 = times.lap("flush", t0)
             if undelivered:
