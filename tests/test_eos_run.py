@@ -1,5 +1,9 @@
-"""The exactly-once pipeline (`--workload eos`) on real Kafka, fault-free: valid, and every fed
-input value in the committed output exactly once."""
+"""The exactly-once pipeline (`--workload eos`) on real Kafka, fault-free: no anomaly, and every fed
+input value in the committed output exactly once.
+
+Checked with the pure-Python reference checkers (analysis/reference.py, analysis/reference_eos.py)
+rather than Spark: on the loaded 2-core machine the Spark check of this 10 s run alone took over
+3 minutes; the Spark checker's agreement with the references is tested elsewhere."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis import reference, reference_eos
 from harness.history import read_history, validate_history
 from harness.history.eos import is_output_key, source_value
 
@@ -23,15 +28,22 @@ ROOT = Path(__file__).parents[1]
 def test_fault_free_eos_run_commits_every_input_exactly_once(prepared, tmp_path: Path, report_figure):
     env = {**os.environ, "COLUMNS": "200"}
     done = subprocess.run([sys.executable, "-m", "harness", "run", "--workload", "eos", "--time-limit", "10",
-                           "--rate", "300", "--abort-probability", "0.2", "--seed", "4", "--store", str(tmp_path / "store")],
+                           "--rate", "300", "--abort-probability", "0.2", "--seed", "4", "--no-check",
+                           "--store", str(tmp_path / "store")],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]  # 0: checked and valid
+    assert done.returncode == 0, done.stderr[-3000:]
     run_dir = Path(done.stdout.strip().splitlines()[-1])
     config = json.loads((run_dir / "config.json").read_text())
     assert config["worker_errors"] == [] and config["drain"]["complete"] is True
     assert config["drain"]["pipeline"]["caught_up"] is True, config["drain"]["pipeline"]
     assert validate_history(run_dir / "history.jsonl") == []
     events = read_history(run_dir / "history.jsonl")
+    found = reference.findings(events)
+    positions = {(r["key"], r["offset"], r["value"]) for e in events if e["type"] == "ok" and e["f"] in ("poll", "txn")
+                 for r in (e.get("value") or {}).get("records") or []}
+    found.update(reference_eos.findings(events, positions))
+    permitted = {"G0", "int-send-skip"}  # Kafka permits them (docs/checker.md); none expected here either
+    assert {k: sorted(v)[:5] for k, v in found.items() if v and k not in permitted} == {}, "anomalies in a fault-free eos run"
 
     fed = {e["value"]["value"] for e in events if e["f"] == "send" and e["type"] == "ok"}
     assert len(fed) >= 0.8 * 10 * 300, f"only {len(fed)} inputs fed in 10 s at 300/s"
