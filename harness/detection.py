@@ -106,20 +106,22 @@ class Detection:
         rows: dict[tuple[str, str], dict[str, Any]] = {}
         for r in self.runs:
             row = rows.setdefault((r.version, r.profile), {"version": r.version, "profile": r.profile, "seeds": 0,
-                                                            "found": 0, "first": None, "failed": 0, "unknown": 0})
+                                                            "found": 0, "first": None, "invalid_other": 0,
+                                                            "failed": 0, "unknown": 0})
             row["seeds"] += 1
             row["failed"] += r.failed is not None
             row["unknown"] += r.verdict == "unknown"
+            row["invalid_other"] += r.verdict == "invalid" and not r.found  # e.g. a consumer sent back by a truncation
             if r.found:
                 row["found"] += 1
                 row["first"] = r.seed if row["first"] is None else min(row["first"], r.seed)
         return list(rows.values())
 
     def markdown(self) -> str:
-        lines = ["| version | profile | seeds | runs that found loss | first seed to find it | unknown | failed |",
-                 "|---|---|---:|---:|---:|---:|---:|"]
+        lines = ["| version | profile | seeds | runs that found loss | first seed to find it | invalid for another anomaly "
+                 "| unknown | failed |", "|---|---|---:|---:|---:|---:|---:|---:|"]
         lines += [f"| {r['version']} | {r['profile']} | {r['seeds']} | {r['found']} | {r['first'] or '-'} | "
-                  f"{r['unknown']} | {r['failed']} |" for r in self.rows()]
+                  f"{r['invalid_other']} | {r['unknown']} | {r['failed']} |" for r in self.rows()]
         lines += ["", "| version | seed | verdict | lost | diverged | duplicated | forbidden | run |",
                   "|---|---:|---|---:|---:|---:|---|---|"]
         lines += [f"| {r.version} | {r.seed} | {r.verdict if r.failed is None else 'FAILED: ' + r.failed[:60]} | {r.lost} | "

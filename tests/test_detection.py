@@ -41,6 +41,8 @@ def test_sweep_resumes_from_its_ledger_and_counts_first_finder(tmp_path: Path) -
             return made(version, seed, "invalid", lost=5, forbidden=["lost-write"])
         if seed == 3 and version == "4.3.1":
             return made(version, seed, "failed", failed="the cluster vanished")
+        if seed == 2 and version == "4.3.1":
+            return made(version, seed, "invalid", forbidden=["nonmonotonic-poll"])
         return made(version, seed)
 
     first = run_detection(tmp_path, ["0.10.2.2"], [1, 2], execute=execute, **_knobs())
@@ -50,10 +52,10 @@ def test_sweep_resumes_from_its_ledger_and_counts_first_finder(tmp_path: Path) -
     assert len(first.runs) == 2 and len(again.runs) == 6
     rows = {r["version"]: r for r in again.rows()}
     assert rows["0.10.2.2"] == {"version": "0.10.2.2", "profile": "no-idempotence", "seeds": 3, "found": 2, "first": 2,
-                                "failed": 0, "unknown": 0}
-    assert rows["4.3.1"]["found"] == 0 and rows["4.3.1"]["failed"] == 1
+                                "invalid_other": 0, "failed": 0, "unknown": 0}
+    assert rows["4.3.1"]["found"] == 0 and rows["4.3.1"]["failed"] == 1 and rows["4.3.1"]["invalid_other"] == 1
     text = again.markdown()
-    assert "| 0.10.2.2 | no-idempotence | 3 | 2 | 2 | 0 | 0 |" in text
+    assert "| 0.10.2.2 | no-idempotence | 3 | 2 | 2 | 0 | 0 | 0 |" in text
     assert "FAILED: the cluster vanished" in text
 
 
