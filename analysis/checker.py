@@ -19,6 +19,7 @@ from analysis.history_load import HistoryError, load_history
 from analysis.replica_evidence import NAME as REPLICA_DIVERGENCE, divergence_permitted, read_replica_divergence, truncation_refusals
 from analysis.permissions import allowed as permitted, effective_profile, model_permitted
 from analysis.explain import clock as wall_clock
+from analysis.lag import summary as realtime_lag
 from analysis.producer_evidence import attach_producer_ids, duplicate_hint, match_duplicates, out_of_order_sequences
 from analysis.registry import ANOMALIES, MAX_EXAMPLES, REGISTRY, Anomaly
 from analysis.results_file import RESULTS, history_fingerprint, probe_writable, retire, write_results
@@ -218,6 +219,10 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         examples = {a.name: _examples(a, findings[a.name], d) if counts[a.name] else [] for a in REGISTRY}
         dup_sends = _duplicate_sends(d, findings["duplicate"]) if counts.get("duplicate") else None
         timings["examples_s"] = round(time.perf_counter() - t, 3)
+        t = time.perf_counter()  # a measurement, no anomaly (analysis/lag.py); the drain's reads are left out
+        lag = realtime_lag(d, ((config or {}).get("drain") or {}).get("first_index")) if any(
+            (history.op_stats.get(f) or {}).get("ok") for f in ("poll", "txn")) else None
+        timings["lag_s"] = round(time.perf_counter() - t, 3)
     finally:
         if pairs is not None:
             pairs.unpersist()
@@ -276,6 +281,7 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         "replica_divergence": replicas,
         "truncation_refused": refused,
         "unresponsive": (config or {}).get("unresponsive"),
+        "realtime_lag": lag,
         "out_of_order_sequences": sequences,
         "history": {"path": str(history.path), "format": history.format, "events": history.count,
                     "truncated": history.truncated},
