@@ -6,15 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from analysis.registry import ANOMALIES
-from tests.reports.synth import make_results, make_run
+from tests.reports.synth import injectable, make_results, make_run
 
 
 @pytest.fixture(scope="session")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store with one run per anomaly kind (checked), a clean run, and one not checked yet."""
     root = tmp_path_factory.mktemp("report-store")
-    for i, a in enumerate(ANOMALIES):
+    for i, a in enumerate(injectable()):
         make_results(make_run(root, f"2026010{1 + i % 3}T07000{i}-{a}", a, seed=i, kafka_version="4.3.1" if i % 2 else "3.9.1"), a)
     make_results(make_run(root, "20260104T070000-clean", None, seed=9), None)
     make_run(root, "20260104T080000-unchecked", None, seed=10)

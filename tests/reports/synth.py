@@ -152,6 +152,14 @@ def _inject_txn(add: Any, anomaly: str, t: float, k: int, o: int, new: int, o1: 
         raise ValueError(anomaly)
 
 
+def injectable() -> list[str]:
+    """The anomaly kinds make_run can inject into one queue history: all but the eos kinds, which
+    need a two-topic pipeline history (tests/analysis/test_eos_anomalies.py)."""
+    from analysis.registry import ANOMALIES
+
+    return [a for a in ANOMALIES if not a.startswith("eos-")]
+
+
 def make_run(root: Path, name: str, anomaly: str | None = None, *, seed: int = 1, seconds: int = 30,
              rate: int = 150, keys: int = 4, profile: str = "safe", parquet: bool = True,
              kafka_version: str = "4.3.1") -> Path:

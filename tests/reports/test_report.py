@@ -17,6 +17,7 @@ from analysis.report import render_report
 from analysis.report_commands import dashboard, report
 from harness.errors import HarnessError
 from tests.reports.conftest import run_of
+from tests.reports.synth import injectable
 
 MAX_BYTES = 10_000_000
 
@@ -26,7 +27,7 @@ def _own_markup(page: str) -> str:
     return re.sub(r"<script>.*?</script>", "", page, flags=re.S)
 
 
-@pytest.mark.parametrize("anomaly", ANOMALIES)
+@pytest.mark.parametrize("anomaly", injectable())
 def test_report_shows_each_anomaly(store: Path, anomaly: str) -> None:
     page = render_report(run_of(store, anomaly)).read_text()
     assert len(page.encode()) < MAX_BYTES
@@ -111,7 +112,7 @@ def test_jsonl_only_history(tmp_path: Path, store: Path) -> None:
 def test_dashboard_rows_and_trends(store: Path) -> None:
     page = render_dashboard(store, render_reports=True).read_text()
     own = _own_markup(page)
-    assert own.count('<tr data-verdict="invalid"') == len(ANOMALIES)
+    assert own.count('<tr data-verdict="invalid"') == len(injectable())
     assert '<tr data-verdict="unchecked"' in own and '<tr data-verdict="valid"' in own
     assert "computed from each run" in own and page.count("Plotly.newPlot") == 2
     assert all((p / "report.html").exists() for p in store.iterdir() if p.is_dir())
