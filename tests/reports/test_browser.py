@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from analysis.dashboard import render_dashboard
-from analysis.registry import ANOMALIES
 from analysis.report import render_report
 from tests.browser import ensure_chromium, load_page
 from tests.reports.conftest import run_of
+from tests.reports.synth import injectable
 
 pytestmark = pytest.mark.slow
 SHOTS = Path(tempfile.mkdtemp(prefix="kh-report-shots-"))
@@ -47,7 +47,7 @@ def chromium() -> str:
 
 def test_every_report_and_the_dashboard_in_chromium(store: Path, chromium: str) -> None:
     pages = [(render_report(run_of(store, a)), f"report-{a}.png" if a in ("lost-write", "duplicate") else None)
-             for a in ANOMALIES]
+             for a in injectable()]
     pages.append((render_report(run_of(store, "unchecked")), "report-unchecked.png"))
     pages.append((render_dashboard(store), "dashboard.png"))
     with ThreadPoolExecutor(2) as pool:  # two browsers at a time on a 2-core machine
