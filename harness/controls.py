@@ -74,6 +74,16 @@ class Controls:
         return "\n".join(lines)
 
 
+def faulted_run(config: RunConfig, packages: tuple[str, ...] | list[str], interval_s: float,
+                finisher: Finisher) -> tuple[Path, dict[str, Any]]:
+    """One run of `config` under the random schedule of `packages` (seeded by the run's seed),
+    checked and reported: its directory and results.json. Shared by the controls and by
+    harness/detection.py's sweep."""
+    faults = FaultRunner(build_nemeses(list(packages)), config.time_limit_s, interval_s=interval_s, seed=config.seed, topic=TOPIC)
+    result = run(config, faults=faults)
+    return result.run_dir, finisher.check_and_report(result.run_dir).results
+
+
 def run_controls(
     store: Path,
     seeds: list[int],
@@ -93,11 +103,9 @@ def run_controls(
             config = RunConfig(store=store, profile=profile, time_limit_s=time_limit_s, rate=rate, seed=seed,
                                command_line=["python", "-m", "harness", "controls", "--seeds", str(seed),
                                              "--nemesis", ",".join(packages)])
-            faults = FaultRunner(build_nemeses(list(packages)), time_limit_s, interval_s=interval_s, seed=seed, topic=TOPIC)
-            result = run(config, faults=faults)
-            results = finisher.check_and_report(result.run_dir).results
+            run_dir, results = faulted_run(config, packages, interval_s, finisher)
             headline = results["headline"]
-            control = ControlRun(profile, seed, str(result.run_dir), results["verdict"], headline["lost"], headline["diverged"],
+            control = ControlRun(profile, seed, str(run_dir), results["verdict"], headline["lost"], headline["diverged"],
                                  headline.get("duplicated", 0))
             controls.runs.append(control)
             if on_run is not None:

@@ -175,24 +175,22 @@ def run_detection(
 def _execute(store: Path, version: str, profile: str, seed: int, settings: dict[str, Any], finisher: Any) -> DetectionRun:
     """One run and its check. A run that fails (broker never up, cluster vanished) is recorded as
     such, with its reason, and the sweep goes on: it is neither a finding nor a clean run."""
-    from harness.run import TOPIC, RunConfig, run
-    from nemesis.runner import FaultRunner, build_nemeses
+    from harness.controls import faulted_run
+    from harness.run import RunConfig
 
     packages = list(settings["nemesis"])
     config = RunConfig(store=store / version, profile=profile, kafka_version=version, time_limit_s=settings["time_limit_s"],
                        rate=settings["rate"], seed=seed,
                        command_line=["python", "-m", "harness", "detect", "--kafka-versions", version, "--seeds", str(seed),
                                      "--time-limit", str(settings["time_limit_s"]), "--nemesis", ",".join(packages)])
-    faults = FaultRunner(build_nemeses(packages), settings["time_limit_s"], interval_s=settings["interval_s"], seed=seed, topic=TOPIC)
     try:
-        result = run(config, faults=faults)
+        run_dir, results = faulted_run(config, packages, settings["interval_s"], finisher)
     except (BootstrapError, KafkaVersionError):
         raise  # the machine or the input is broken: every further run would fail the same way
     except HarnessError as exc:
         if exc.run_dir is None:
             raise  # before any run directory existed: bad input, not a run's outcome
         return DetectionRun(version, profile, seed, settings, str(exc.run_dir), "failed", failed=exc.message)
-    results = finisher.check_and_report(result.run_dir).results
     head = results["headline"]
-    return DetectionRun(version, profile, seed, settings, str(result.run_dir), results["verdict"], head["lost"],
+    return DetectionRun(version, profile, seed, settings, str(run_dir), results["verdict"], head["lost"],
                         head["diverged"], head.get("duplicated", 0), list(results.get("forbidden", [])))

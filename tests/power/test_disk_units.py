@@ -13,6 +13,7 @@ from analysis.timeline import faults_from
 from harness.errors import HarnessError
 from nemesis.disk import DiskNemesis, log_lines, what_kafka_did, NOTEWORTHY
 from nemesis.runner import build_nemeses
+from tests.power.fakes import Events
 
 OFFLINE_LINES = [
     "[2026-11-24T00:07:26,859] ERROR Error while appending records to power-2 in dir /var/lib/kafka/data (org.apache.kafka.storage.internals.log.LogDirFailureChannel)",
@@ -76,14 +77,6 @@ class FakeCluster:
 
     def active_controller(self) -> FakeNode:
         return self.brokers[0]
-
-
-class Events:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict]] = []
-
-    def nemesis(self, f: str, value: dict) -> None:
-        self.events.append((f, value))
 
 
 def test_disk_needs_every_broker_on_a_lossy_mount(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 from harness.errors import HarnessError
 from nemesis.power import WORST_CASE, PowerNemesis, loss_model
 from nemesis.runner import build_nemeses
+from tests.power.fakes import Events
 
 
 @dataclass
@@ -61,14 +62,6 @@ class FakeCluster:
 
     def active_controller(self) -> FakeNode:
         return self.brokers[0]
-
-
-class Events:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict]] = []
-
-    def nemesis(self, f: str, value: dict) -> None:
-        self.events.append((f, value))
 
 
 def test_power_needs_every_broker_on_a_lossy_mount() -> None:
