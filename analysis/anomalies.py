@@ -36,6 +36,7 @@ class Derived:
     offsets: DataFrame  # key, offset, read, first_time, next_offset, value, values (persisted)
     values: DataFrame  # one row per value: what the value-level anomalies need (see _value_table)
     cache: dict = field(default_factory=dict)  # tables other finder modules persist once (analysis/cycles.py)
+    flags: dict = field(default_factory=dict)  # facts other finder modules ask once (analysis/eos_anomalies.py)
     # f -> {invoke, ok, fail, info} counts, when the loader gave them: the finders of
     # analysis/txn_anomalies.py and analysis/cycles.py skip a history without txns (None: run).
     op_stats: dict | None = None

@@ -134,3 +134,35 @@ def test_spark_agrees_with_the_reference_on_every_case(spark, tmp_path):
     assert g1c["size"] == 2 and g1c["wr_only"] and g1c["ops"][0]["index"] == g1c["ops"][-1]["index"]
     (lost,) = results["examples"]["eos-lost"]
     assert (lost["key"], lost["offset"], lost["value"]) == (10, 4, 1005)  # case 1's input value 5, moved
+
+
+@pytest.mark.slow
+def test_a_history_without_a_pipeline_skips_the_eos_finders_with_their_own_columns(spark, tmp_path):
+    from analysis import anomalies as A
+    from analysis import eos_anomalies as E
+    from analysis.history_load import load_history
+
+    def derived(name, events):
+        h = load_history(spark, write_run(tmp_path / name, events))
+        d = A.derive(h.events, h.op_stats, read_committed=True)
+        d.op_stats = h.op_stats
+        return d
+
+    with_pipeline, without = derived("eos", clean()), derived("queue", _queue_only())
+    assert E._has_pipeline(with_pipeline) and not E._has_pipeline(without)
+    for finder in (E.eos_lost, E.eos_duplicate, E.eos_g1c):
+        empty, real = finder(without), finder(with_pipeline)
+        assert empty.schema.simpleString() == real.schema.simpleString()
+        assert empty.count() == 0
+    with_pipeline.unpersist()
+    without.unpersist()
+
+
+def _queue_only() -> list[dict]:
+    """Sends and a read on input keys only, one txn among them: txns, but no pipeline."""
+    b = Builder()
+    b.send(FEED, 0, 1, 0)
+    _txn(b, WORKER, "ok", [(0, 2, 1)], [])
+    b.assign(READER, [0], "beginning")
+    b.poll(READER, [(0, 0, 1), (0, 1, 2)])
+    return b.events
