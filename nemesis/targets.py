@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +27,10 @@ log = logging.getLogger("nemesis")
 
 NODE_TARGETS = ("one", "leader", "controller", "minority", "majority", "all", "follower", "rejoined")
 
-# The ISRs of the last look at each cluster (by id()): (time.monotonic(), partition -> ISR). Shared
-# by every nemesis of the run, so that `rejoined` compares with the latest look, whoever took it.
+# The ISRs of the last look at each cluster: (time.monotonic(), partition -> ISR). Shared by every
+# nemesis of the run, so that `rejoined` compares with the latest look, whoever took it. Keyed by
+# id(cluster), the entry dropped when the cluster is collected: a later cluster reused a gone one's
+# id and compared its first look with the gone cluster's ISRs (a flaky unit test showed it).
 _LAST_ISRS: dict[int, tuple[float, dict[int, list[int]]]] = {}
 
 
@@ -70,17 +73,18 @@ class Roles:
                 state = view.topics.get(topic, {}) if view else {}
                 roles.leaders = {p: s["leader"] for p, s in state.items()}
                 roles.isrs = {p: list(s["isr"]) for p, s in state.items()}
-                roles.remember(id(cluster))
+                roles.remember(cluster)
         except Exception as exc:  # a partitioned cluster may not answer; the fault may still happen
             roles.error = str(exc)[:300]
             log.debug("roles unavailable: %s", exc)
         return roles
 
-    def remember(self, key: int) -> None:
+    def remember(self, cluster: object) -> None:
         """Compare this look's ISRs with the previous look's (`rejoined`), then become the previous look.
         A look that saw no ISR (no majority agreed) is not remembered: it would make everyone 'rejoin'."""
         if not self.isrs:
             return
+        key = id(cluster)
         previous = _LAST_ISRS.get(key)
         if previous is not None:
             at, isrs = previous
@@ -89,6 +93,8 @@ class Roles:
                 back = sorted(set(isr) - set(isrs.get(p, isr)) - {self.leaders.get(p)})
                 if back:
                     self.rejoined[p] = back
+        if previous is None:
+            weakref.finalize(cluster, _LAST_ISRS.pop, key, None)
         _LAST_ISRS[key] = (time.monotonic(), {p: list(isr) for p, isr in self.isrs.items()})
 
     def of(self, nodes: list["Node"]) -> dict[str, list[str]]:

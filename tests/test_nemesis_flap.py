@@ -220,3 +220,17 @@ def test_flap_on_real_brokers_kills_a_leader_then_the_leader_elected_after_it(pr
         assert nemesis.invoke("stop", {}, random.Random(3))["targets"] == [second]
         assert all(node.pid() is not None for node in cluster.brokers)
         print(f"flap on {cluster.describe().get('kafka_version')}: {first} then {second} {value['after_s']} s later")
+
+
+def test_a_gone_clusters_last_look_is_forgotten_so_a_new_cluster_with_its_id_starts_afresh():
+    import gc
+
+    from nemesis.targets import _LAST_ISRS
+
+    cluster = Cluster()
+    Roles.now(cluster, "queue")  # type: ignore[arg-type]
+    key = id(cluster)
+    assert key in _LAST_ISRS
+    del cluster
+    gc.collect()
+    assert key not in _LAST_ISRS
