@@ -124,7 +124,7 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 @click.option("--allow-worker-errors", is_flag=True, default=D["allow_worker_errors"],
               help="A client worker that dies does not make the verdict unknown (for runs meant to kill clients).")
 @click.option("--kafka-version", default=D["kafka_version"], help="Kafka release (default: the pinned 4.x).")
-@click.option("--nemesis", default=D["nemesis"], show_default=True, help="Comma-separated fault packages (partition, kill, pause, clock, loss, power, flap, rejoin), or none.")
+@click.option("--nemesis", default=D["nemesis"], show_default=True, help="Comma-separated fault packages (partition, kill, pause, clock, loss, power, disk, flap, rejoin), or none.")
 @click.option("--nemesis-interval", default=D["nemesis_interval"], show_default=True, type=float, help="Mean seconds between a fault package's start and stop.")
 @click.option("--partition-targets", default=D["partition_targets"], show_default=True,
               help="Partition shapes: one, leader, controller, halves, majorities-ring, bridge, minority-third, client.")
@@ -136,6 +136,10 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 @click.option("--power-writeback-s", default=D["power_writeback_s"], type=float,
               help="Power loss's model: data dirty for this many seconds had reached the disk (default: the worst case, "
                    "everything not fsynced is lost).")
+@click.option("--disk-targets", default=D["disk_targets"], show_default=True,
+              help="Disk-fault targets: one, leader, controller (nemesis disk; one broker's data directory at a time).")
+@click.option("--disk-errors", default=D["disk_errors"], show_default=True,
+              help="Disk errors to draw from: eio-write, eio-read, enospc (nemesis disk).")
 @click.option("--loss-probability", default=D["loss_probability"], show_default=True, type=float, help="Packet-loss fault: drop probability.")
 @click.option("--check/--no-check", default=True, show_default=True, help="Check the history (Spark) and write report.html at the end.")
 @click.option("--spark-master", default=None, metavar="URL", help="Spark master for the check (default: SPARK_REMOTE, else local[*]).")

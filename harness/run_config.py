@@ -48,6 +48,8 @@ class RunConfig:
     # Power loss's model (nemesis/power.py): None is the worst case, everything not fsynced is
     # lost; N means data and names dirty for N s or more had already reached the disk.
     power_writeback_s: float | None = None
+    disk_targets: str = "one,leader,controller"  # nemesis/disk.py: one broker's directory at a time
+    disk_errors: str = "eio-write,eio-read,enospc"
     schedule: list[dict[str, Any]] | None = None  # a recorded schedule to replay (run --replay)
     replay_of: str | None = None  # the config.json replayed
     command_line: list[str] = field(default_factory=lambda: list(sys.argv))

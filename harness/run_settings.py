@@ -24,7 +24,7 @@ FIELDS = {"time_limit": "time_limit_s", "drain_timeout": "drain_timeout_s", "nem
 _SETTINGS = ("store", "workload", "profile", "brokers", "kafka_version", "time_limit", "rate", "seed", "partitions",
              "producers", "consumers", "subscribe", "abort_probability", "drain_timeout", "nemesis", "nemesis_interval",
              "partition_targets", "db_targets", "one_way", "loss_probability", "allow_worker_errors",
-             "power_targets", "power_writeback_s")
+             "power_targets", "power_writeback_s", "disk_targets", "disk_errors")
 _FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig) if f.default is not dataclasses.MISSING}
 DEFAULTS: dict[str, Any] = {k: _FIELD_DEFAULTS[FIELDS.get(k, k)] for k in _SETTINGS if FIELDS.get(k, k) in _FIELD_DEFAULTS}
 DEFAULTS["store"] = "store"
@@ -32,7 +32,7 @@ DEFAULTS["store"] = "store"
 SCHEDULE_KEYS = ("nemesis", "nemesis_interval", "seed", "time_limit")
 
 # Keys that take a comma-separated list on the command line; TOML may give an array instead.
-LIST_KEYS = ("nemesis", "partition_targets", "db_targets", "power_targets")
+LIST_KEYS = ("nemesis", "partition_targets", "db_targets", "power_targets", "disk_targets", "disk_errors")
 
 
 def read_toml(path: Path, known: dict[str, Any]) -> dict[str, Any]:
@@ -102,6 +102,9 @@ def read_replay(path: Path) -> dict[str, Any]:
             values["db_targets"] = ",".join(options[package].get("targets") or ())
     if "power" in options and options["power"].get("targets"):
         values["power_targets"] = ",".join(options["power"]["targets"])
+    for key in ("targets", "errors"):
+        if (options.get("disk") or {}).get(key):
+            values[f"disk_{key}"] = ",".join(options["disk"][key])
     if "loss" in options and options["loss"].get("probability") is not None:
         values["loss_probability"] = options["loss"]["probability"]
     return values
@@ -142,7 +145,7 @@ def run_config(values: dict[str, Any], command_line: list[str] | None = None) ->
         nemesis=str(v["nemesis"]), nemesis_interval_s=float(v["nemesis_interval"]),
         partition_targets=str(v["partition_targets"]), db_targets=str(v["db_targets"]), one_way=bool(v["one_way"]),
         loss_probability=float(v["loss_probability"]), allow_worker_errors=bool(v["allow_worker_errors"]),
-        power_targets=str(v["power_targets"]),
+        power_targets=str(v["power_targets"]), disk_targets=str(v["disk_targets"]), disk_errors=str(v["disk_errors"]),
         power_writeback_s=None if v.get("power_writeback_s") is None else float(v["power_writeback_s"]), schedule=v.get("schedule"), replay_of=v.get("replay_of"),
         command_line=command_line if command_line is not None else ["python", "-m", "harness", *sys.argv[1:]],
     )
@@ -160,7 +163,8 @@ def make_faults(config: RunConfig) -> Any:
     nemeses = build_nemeses(packages, partition_targets=split_list(config.partition_targets),
                             db_targets=split_list(config.db_targets),
                             loss_probability=config.loss_probability, one_way=config.one_way,
-                            power_targets=split_list(config.power_targets))
+                            power_targets=split_list(config.power_targets),
+                            disk_targets=split_list(config.disk_targets), disk_errors=split_list(config.disk_errors))
     schedule = recorded_schedule(config.schedule) if config.schedule else None
     return FaultRunner(nemeses, config.time_limit_s, interval_s=config.nemesis_interval_s, seed=config.seed,
                        topic=TOPIC, schedule=schedule)

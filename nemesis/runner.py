@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import HarnessError
 from nemesis.base import Nemesis, NemesisRecorder
 from nemesis.clock import ClockNemesis
-from nemesis.disk import DiskNemesis
+from nemesis.disk import DISK_ERRORS, DISK_TARGETS, DiskNemesis
 from nemesis.flap import FlapNemesis, RejoinNemesis
 from nemesis.partition import SHAPES, PacketLossNemesis, PartitionNemesis
 from nemesis.power import POWER_TARGETS, PowerNemesis
@@ -44,6 +44,8 @@ def build_nemeses(
     loss_probability: float = 0.2,
     one_way: bool = False,
     power_targets: tuple[str, ...] = POWER_TARGETS,
+    disk_targets: tuple[str, ...] = DISK_TARGETS,
+    disk_errors: tuple[str, ...] = DISK_ERRORS,
 ) -> dict[str, Nemesis]:
     """The nemesis of each named package, validated; `[]` or `["none"]` means no faults."""
     names = [p for p in packages if p != "none"]
@@ -54,6 +56,10 @@ def build_nemeses(
            + [t for t in (*db_targets, *power_targets) if t not in NODE_TARGETS])
     if bad:
         raise HarnessError(f"unknown target(s) {bad}", hint=f"partition targets: {', '.join(SHAPES)}; db targets: {', '.join(NODE_TARGETS)}")
+    bad_disk = [t for t in disk_targets if t not in DISK_TARGETS]
+    if "disk" in names and (bad_disk or not disk_targets):
+        raise HarnessError(f"unknown disk target(s) {bad_disk or list(disk_targets)}",
+                           hint=f"disk faults strike one broker at a time: use any of {', '.join(DISK_TARGETS)}")
     makers = {
         "partition": lambda: PartitionNemesis(partition_targets, one_way_cuts=one_way),
         "kill": lambda: KillNemesis(db_targets),
@@ -63,7 +69,7 @@ def build_nemeses(
         "power": lambda: PowerNemesis(power_targets),  # by default with majority and all: correlated loss
         "flap": lambda: FlapNemesis(),  # the leader, then the new leader (nemesis/flap.py)
         "rejoin": lambda: RejoinNemesis(),  # a follower back in the ISR bounced, then the leader
-        "disk": lambda: DiskNemesis(),  # one broker's data directory fails: EIO on writes or reads, ENOSPC
+        "disk": lambda: DiskNemesis(disk_targets, disk_errors),  # one broker's data directory fails: EIO on writes or reads, ENOSPC
     }
     return {name: makers[name]() for name in names}
 

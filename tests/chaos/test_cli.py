@@ -149,3 +149,27 @@ def test_which_profiles_each_version_can_serve():
     assert served("0.11.0.3") == served("4.3.1") == set(PROFILES)
     assert served("0.10.2.2") == {n for n, p in PROFILES.items() if not p.enable_idempotence} == {"no-idempotence", "acks1", "acks0", "unsafe"}
     assert served("0.10.2.2", "txn") == set() and served("1.1.1", "txn") == set(PROFILES)
+
+
+def test_disk_targets_and_errors_reach_the_nemesis_and_its_replay(captured, tmp_path):
+    config, nemesis = captured("--nemesis", "disk", "--disk-targets", "leader", "--disk-errors", "enospc,eio-read",
+                               "--store", str(tmp_path / "store"))
+    disk = nemesis.nemeses["disk"]
+    assert (disk.targets, disk.errors) == (("leader",), ("enospc", "eio-read"))
+    from harness.run_settings import read_replay
+
+    path = tmp_path / "store" / "r" / "config.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"seed": 1, "workload": "queue", "nemesis_config": nemesis.describe()}))
+    values = read_replay(path)
+    assert (values["disk_targets"], values["disk_errors"]) == ("leader", "enospc,eio-read")
+
+
+@pytest.mark.parametrize("flag, value, said", [
+    ("--disk-targets", "all", "disk target"), ("--disk-errors", "eio-everything", "unknown disk error")])
+def test_a_disk_fault_that_cannot_be_served_is_exit_2_before_anything_starts(tmp_path, flag, value, said):
+    store = tmp_path / "store"
+    out = subprocess.run([sys.executable, "-m", "harness", "run", "--nemesis", "disk", flag, value, "--no-check",
+                          "--store", str(store)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and said in out.stderr, out.stderr
+    assert not store.exists() or not any(store.iterdir())
