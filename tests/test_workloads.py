@@ -231,3 +231,31 @@ def test_a_send_that_never_fits_in_the_local_queue_is_a_definite_fail(tmp_path: 
     assert done[2]["type"] == "fail" and done[2]["error"] == "local queue full for 0.3 s"
     assert done[1]["type"] == "info"
     assert validate_history(tmp_path / "history.jsonl") == []
+
+
+def test_a_producer_closing_after_the_history_closed_stops_with_a_warning_not_an_error(tmp_path: Path, caplog):
+    """A failed run closes the history while producers still flush: their delivery reports find
+    the recorder closed. That is the run's end, not a worker error, and no traceback (it used to
+    print one per producer after every failed run)."""
+    from harness.history import Recorder
+    from harness.history.recorder import RecorderClosed
+    from workloads.clients import ProducerClient
+    from workloads.profiles import get_profile
+    from workloads.queue import QueueWorkload
+
+    recorder = Recorder(tmp_path / "history.jsonl")
+    client = ProducerClient(7, recorder, "127.0.0.1:1", "queue", get_profile("safe")).open()
+    client.send(0, 1)
+    recorder.close()
+    with pytest.raises(RecorderClosed):
+        client.close(timeout_s=1)
+
+    workload = object.__new__(QueueWorkload)
+    workload._ready, workload._threads, workload.errors = [], [], []
+    workload._spawn("producer-7", lambda _: (_ for _ in ()).throw(RecorderClosed("recorder is closed")), 0)
+    workload._spawn("producer-8", lambda _: (_ for _ in ()).throw(RuntimeError("boom")), 0)
+    for t in workload._threads:
+        t.join(5)
+    assert workload.errors == ["producer-8: RuntimeError: boom"]
+    said = [r for r in caplog.records if r.name == "workloads.queue" or "producer-7" in r.getMessage()]
+    assert any("producer-7 stopped: the history was closed" in r.getMessage() and r.exc_info is None for r in said)

@@ -25,6 +25,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.history import Recorder
+from harness.history.recorder import RecorderClosed
 from workloads.clients import ConsumerClient, ProcessIds, ProducerClient
 from workloads.drain import DrainResult, drain_one, probe_high_watermarks
 from workloads.pacing import Pacer
@@ -93,6 +94,9 @@ class QueueWorkload:
         def guarded() -> None:
             try:
                 target(arg)
+            except RecorderClosed:  # the run ended (failed) first: nothing left to record, no traceback
+                log.warning("%s stopped: the history was closed before it finished; its unresolved "
+                            "operations stay uncompleted (unknown)", name)
             except Exception as exc:  # recorded for the run, never silently lost
                 log.exception("%s died", name)
                 self.errors.append(f"{name}: {type(exc).__name__}: {exc}")

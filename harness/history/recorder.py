@@ -52,6 +52,11 @@ _EVENT_TAIL = ',"process":%s,"type":"%s","f":%s,"value":%s%s}\n'
 _SEND_TAIL = ',"process":%s,"type":"%s","f":"send","value":{"key":%s,"value":%s,"offset":%s,"epoch":%s}%s}\n'
 
 
+class RecorderClosed(RuntimeError):
+    """An event arrived after the history was closed (a failed run closes it while producers are
+    still flushing): it is not recorded, so its operation stays uncompleted, i.e. unknown."""
+
+
 class Recorder:
     """Appends events to `path` (JSON Lines); see the module docstring."""
 
@@ -85,20 +90,20 @@ class Recorder:
     def send_invoke(self, process: int, key: int, value: int) -> None:
         """A send's invoke; `process`, `key` and `value` are ints."""
         if self._closed:
-            raise RuntimeError(f"recorder for {self.path} is closed")
+            raise RecorderClosed(f"recorder for {self.path} is closed")
         self._rows.frombytes(_pack(SEND_INVOKE, _now(), process, key, value, -1, -1))
 
     def send_ok(self, process: int, key: int, value: int, offset: int | None, epoch: int | None) -> None:
         """A send's acknowledgement; offset and epoch are ints, None or negative for unknown (null)."""
         if self._closed:
-            raise RuntimeError(f"recorder for {self.path} is closed")
+            raise RecorderClosed(f"recorder for {self.path} is closed")
         self._rows.frombytes(_pack(SEND_OK, _now(), process, key, value, -1 if offset is None else offset,
                                    -1 if epoch is None else epoch))
 
     def _append_other(self, tail: str, type: str) -> None:
         """An event formatted here but for its index and time, which the batch writer fills in."""
         if self._closed:
-            raise RuntimeError(f"recorder for {self.path} is closed")
+            raise RecorderClosed(f"recorder for {self.path} is closed")
         tail_id = next(self._tail_ids)
         self._tails[tail_id] = tail  # before the row, so a writer that sees the row finds its text
         self._rows.frombytes(_pack(OTHER, _now(), tail_id, TYPE_CODES[type], 0, 0, 0))
