@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from analysis.history_load import HistoryError
+from analysis.history_load import HISTORY_HINT, HistoryError
 from analysis.report_commands import command_errors, dashboard, fail, report
 from analysis.verdict import EXIT_CODES
 from harness.errors import HarnessError
@@ -27,8 +27,7 @@ _MEMORY = click.option("--driver-memory", default="2g", show_default=True,
                        help="Driver heap for an embedded/local session (e.g. 2g).")
 _OUTPUT = click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=None,
                        help="Write into DIR instead of the run directory (created if missing).")
-# HistoryError's text names the file, the line and what is wrong; the hint says where the rules are.
-_INPUT_HINT = "the history format is docs/history.md; config.json's fields are in docs/checker.md"
+_INPUT_HINT = HISTORY_HINT
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

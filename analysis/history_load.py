@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from harness.errors import HarnessError
 from harness.history.format import CLIENT_FS, NAME, NEMESIS, NOT_NAMES, READ_FS, RESET_FS, SEEKS, TYPES as OP_TYPES, event_problem
 
 RECORD = T.StructType(
@@ -70,8 +71,16 @@ TYPE_RULE = True  # bench/bench_history_rules.py turns it off to measure what it
 WRONG_INT = r'"(key|value|offset|epoch)"\s*:\s*("|t|f|\{|\[|-?[0-9]+[.eE])|"keys"\s*:\s*\[[^\]]*[^-0-9,\s\]]'
 
 
-class HistoryError(Exception):
-    """The history cannot be checked: missing, unreadable or malformed (exit code 2)."""
+# Where the rules a HistoryError's text refers to are written.
+HISTORY_HINT = "the history format is docs/history.md; config.json's fields are in docs/checker.md"
+
+
+class HistoryError(HarnessError):
+    """The history cannot be checked: missing, unreadable or malformed (exit code 2). Its text
+    names the file, the line or index and what is wrong; the hint says where the rules are."""
+
+    def __init__(self, message: str, hint: str = HISTORY_HINT) -> None:
+        super().__init__(message, hint)
 
 
 @dataclass

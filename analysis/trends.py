@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from analysis.registry import ANOMALIES
+from harness.errors import HarnessError
 
 GROUP = ["kafka_version", "nemesis", "workload", "profile"]
 
@@ -30,8 +31,11 @@ RESULTS_SCHEMA = T.StructType([
 ])
 
 
-class TrendsError(Exception):
+class TrendsError(HarnessError):
     """The store cannot be aggregated (exit code 2)."""
+
+    def __init__(self, message: str, hint: str = "check the runs first: python -m analysis check RUN_DIR") -> None:
+        super().__init__(message, hint)
 
 
 def _col(a: str) -> str:

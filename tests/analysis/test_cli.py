@@ -91,3 +91,16 @@ def test_an_os_error_is_exit_2_without_a_traceback(tmp_path, cmd, blocked):
     r = run_cli(cmd, str(tmp_path), *(["--no-reports"] if cmd == "dashboard" else []))
     assert r.exit_code == 2, r.output
     assert f"error: {tmp_path / blocked}" in r.output and "\nhint: " in r.output and "Traceback" not in r.output
+
+
+def test_history_and_trends_errors_are_harness_errors_with_their_fix():
+    """Raised under `harness run` or the nightly plugin as well, not only under `analysis`'s CLI:
+    every caller that maps HarnessError to exit 2 with a hint handles them."""
+    from analysis.history_load import HistoryError
+    from analysis.trends import TrendsError
+    from harness.errors import HarnessError
+
+    for err, fix in ((HistoryError("run/history.jsonl line 3: no 'type'"), "docs/history.md"),
+                     (TrendsError("store: no <run>/results.json found"), "python -m analysis check")):
+        assert isinstance(err, HarnessError) and err.exit_code == 2
+        assert str(err).splitlines()[0] == err.message and fix in err.hint
