@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.scenarios import scenarios
+from harness.errors import HarnessError
+from harness.scenarios import get_scenario, scenarios
 from harness.scenarios.power_scenarios import parse_features, parse_partition_line
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +45,23 @@ def test_power_scenarios_are_registered_with_lossy_disks_and_a_separate_controll
         assert s.runnable and s.lossy_data and s.controller_apart, name
     assert found["kip966-last-replica-standing"].min_insync_replicas == 2
     assert found["kip966-last-replica-standing"].replication_factor == 3
+
+
+def test_kip966_scenarios_are_refused_on_zookeeper_era_versions_before_anything_starts(tmp_path):
+    """ELR is KRaft-only. The scenario used to start a 0.10/1.1 cluster and fail inside; the matrix
+    now writes a 'not applicable' row, and a direct run is exit 2 with nothing created."""
+    from harness.scenarios.matrix import run_matrix
+    from harness.scenarios.runner import run_scenario
+
+    kip966 = get_scenario("kip966-last-replica-standing")
+    assert kip966.serves(kraft=False) and kip966.serves(kraft=True) is None
+    assert get_scenario("kip101-power-loss-divergence").serves(kraft=False) is None
+    store = tmp_path / "store"
+    with pytest.raises(HarnessError, match="needs KRaft") as err:
+        run_scenario(kip966, "1.1.1", store)
+    assert err.value.exit_code == 2 and not store.exists()
+    table = run_matrix([kip966], ["0.10.2.2", "1.1.1"], store, use_checker=False, echo=lambda _: None)
+    assert table.count("not applicable") == 2 and not store.exists()
 
 
 @pytest.mark.docker

@@ -39,6 +39,14 @@ class Scenario:
     controller_apart: bool = False
     # Every Kafka node's data directory on a lossy mount (docs/power.md), for scenarios that cut power.
     lossy_data: bool = False
+    # KRaft-only (KIP-966's ELR): refused on a ZooKeeper-era version before any container starts.
+    needs_kraft: bool = False
+
+    def serves(self, kraft: bool) -> str | None:
+        """Why this scenario cannot run on a cluster of that mode, or None when it can."""
+        if self.needs_kraft and not kraft:
+            return f"{self.kip} needs KRaft (Kafka 3.3 or later); this version runs in ZooKeeper mode"
+        return None
 
     def summary(self) -> dict[str, Any]:
         return {"name": self.name, "kip": self.kip, "description": self.description, "bug_versions": self.bug_versions,

@@ -8,6 +8,8 @@ from typing import Any, Callable
 
 from harness.errors import HarnessError
 from harness.finish import Finisher
+from harness.provision.kafka_jars import kraft_supported
+from harness.provision.settings import kafka_version as resolve_kafka_version
 from harness.scenarios import Scenario
 
 HEADER = ("| scenario | Kafka | lost | diverged (history) | replicas diverged | detected by client | verdict | bug shown | run |\n"
@@ -69,6 +71,10 @@ def run_matrix(chosen: list[Scenario], versions: list[str], store: Path | str, u
             rows.append(f"| {s.name} | all | – | – | – | – | not runnable | {s.reason[:160]}… | – |")
             continue
         for v in versions:
+            refused = s.serves(kraft_supported(resolve_kafka_version(v)))
+            if refused:  # a row that says so, not a failure: nothing started
+                rows.append(f"| {s.name} | {v} | – | – | – | – | not applicable | {refused} | – |")
+                continue
             echo(f"running {s.name} on Kafka {v} …")
             try:
                 run_dir = run_scenario(s, v, store)

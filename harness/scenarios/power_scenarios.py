@@ -300,7 +300,7 @@ POWER_SCENARIOS: list[Scenario] = [
         bug_versions="without ELR (before 4.0; 4.0 unless enabled; 4.1+ with eligible.leader.replicas.version=0)",
         expected=KIP966_EXPECTED,
         steps=last_replica_standing, acks="all", min_insync_replicas=2, unclean=False, replication_factor=3,
-        controller_apart=True, lossy_data=True,
+        controller_apart=True, lossy_data=True, needs_kraft=True,
         shows_bug=lambda s: s["headline"]["lost"] > 0,
     ),
     Scenario(
@@ -309,7 +309,7 @@ POWER_SCENARIOS: list[Scenario] = [
         bug_versions="every version: ELR is off",
         expected=KIP966_EXPECTED,
         steps=functools.partial(last_replica_standing, elr="off"), acks="all", min_insync_replicas=2, unclean=False,
-        replication_factor=3, controller_apart=True, lossy_data=True,
+        replication_factor=3, controller_apart=True, lossy_data=True, needs_kraft=True,
         shows_bug=lambda s: s["headline"]["lost"] > 0,
     ),
 ]

@@ -30,6 +30,10 @@ def run_scenario(scenario: Scenario, kafka_version: str | None, store: Path | st
     profile = scenario_profile(scenario)
     # KRaft: D is a separate controller; ZooKeeper era: D is a fourth broker, the one elected controller.
     kraft = kraft_supported(version)
+    refused = scenario.serves(kraft)
+    if refused:
+        raise HarnessError(f"scenario {scenario.name} cannot run on Kafka {version}: {refused}.",
+                           hint="pick a KRaft version, e.g. --kafka-version 3.9.2 or 4.3.1")
     brokers, controllers = (3, 1) if scenario.controller_apart and kraft else (4 if scenario.controller_apart else 3, 0)
     record: dict[str, Any] = {
         "seed": 0, "kafka_version": version, "brokers": brokers, "workload": f"scenario:{scenario.name}",
