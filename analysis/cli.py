@@ -15,7 +15,6 @@ from pathlib import Path
 
 import click
 
-from analysis.history_load import HISTORY_HINT, HistoryError
 from analysis.report_commands import command_errors, dashboard, fail, report
 from analysis.verdict import EXIT_CODES
 from harness.errors import HarnessError
@@ -27,7 +26,6 @@ _MEMORY = click.option("--driver-memory", default="2g", show_default=True,
                        help="Driver heap for an embedded/local session (e.g. 2g).")
 _OUTPUT = click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=None,
                        help="Write into DIR instead of the run directory (created if missing).")
-_INPUT_HINT = HISTORY_HINT
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -61,7 +59,7 @@ def check(run_dir: Path, spark_master: str | None, driver_memory: str, shuffle_p
     unwritten: ResultsNotWritten | None = None
     with command_errors(os_hint=f"the check reads {run_dir}'s history and config.json and writes "
                                 f"{out}/results.json: check that you may read and write there, or pass --output DIR",
-                        bad_input=(HistoryError,), input_hint=_INPUT_HINT, engine="the check"):
+                        engine="the check"):  # a HistoryError carries its own hint
         find_history(run_dir)  # fail fast, before starting a JVM
         read_config(run_dir)
         if output is not None:
@@ -97,14 +95,13 @@ def trends(store: str, out: str | None, spark_master: str | None, driver_memory:
 
     Exit 0 on success, 2 when STORE holds no checked runs or cannot be read.
     """
-    from analysis.trends import TrendsError, build_trends
+    from analysis.trends import build_trends
 
     if "://" not in store and not Path(store).is_dir():
         fail(HarnessError(f"{store}: not a directory.", hint="pass the store folder that holds run directories"))
     with command_errors(os_hint=f"trends reads {store}/*/results.json and writes {out or store + '/_trends'}: "
                                 "check that you may read and write there",
-                        bad_input=(TrendsError,), input_hint="check the runs first: python -m analysis check RUN_DIR",
-                        engine="trends"):
+                        engine="trends"):  # a TrendsError carries its own hint
         from analysis.spark import get_session
 
         spark = get_session(spark_master, driver_memory=driver_memory)

@@ -88,6 +88,10 @@ class DiskNemesis(ProcessNemesis):
     replay_keys = ("target", "targets", "partition", "error")
 
     def __init__(self, targets: tuple[str, ...] = DISK_TARGETS, errors: tuple[str, ...] = DISK_ERRORS) -> None:
+        bad = [t for t in targets if t not in DISK_TARGETS]
+        if bad or not targets:
+            raise HarnessError(f"unknown disk target(s) {bad or list(targets)}",
+                               hint=f"disk faults strike one broker at a time: use any of {', '.join(DISK_TARGETS)}")
         super().__init__(targets)
         unknown = [e for e in errors if e not in DISK_ERRORS]
         if unknown or not errors:

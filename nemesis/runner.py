@@ -56,10 +56,6 @@ def build_nemeses(
            + [t for t in (*db_targets, *power_targets) if t not in NODE_TARGETS])
     if bad:
         raise HarnessError(f"unknown target(s) {bad}", hint=f"partition targets: {', '.join(SHAPES)}; db targets: {', '.join(NODE_TARGETS)}")
-    bad_disk = [t for t in disk_targets if t not in DISK_TARGETS]
-    if "disk" in names and (bad_disk or not disk_targets):
-        raise HarnessError(f"unknown disk target(s) {bad_disk or list(disk_targets)}",
-                           hint=f"disk faults strike one broker at a time: use any of {', '.join(DISK_TARGETS)}")
     makers = {
         "partition": lambda: PartitionNemesis(partition_targets, one_way_cuts=one_way),
         "kill": lambda: KillNemesis(db_targets),

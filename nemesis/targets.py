@@ -93,7 +93,7 @@ class Roles:
                 back = sorted(set(isr) - set(isrs.get(p, isr)) - {self.leaders.get(p)})
                 if back:
                     self.rejoined[p] = back
-        if previous is None:
+        else:  # the first look at this cluster: forget it with the cluster
             weakref.finalize(cluster, _LAST_ISRS.pop, key, None)
         _LAST_ISRS[key] = (time.monotonic(), {p: list(isr) for p, isr in self.isrs.items()})
 
