@@ -41,6 +41,9 @@ class Scenario:
     lossy_data: bool = False
     # KRaft-only (KIP-966's ELR): refused on a ZooKeeper-era version before any container starts.
     needs_kraft: bool = False
+    # The readers' isolation level, and so the checker's (config.json's profile): read_committed for
+    # the transactional scenarios, whose aborted records a read_uncommitted reader may see.
+    isolation_level: str = "read_uncommitted"
 
     def serves(self, kraft: bool) -> str | None:
         """Why this scenario cannot run on a cluster of that mode, or None when it can."""
@@ -56,8 +59,9 @@ class Scenario:
 def scenarios() -> dict[str, Scenario]:
     from harness.scenarios.library import SCENARIOS
     from harness.scenarios.power_scenarios import POWER_SCENARIOS
+    from harness.scenarios.txn_scenarios import TXN_SCENARIOS
 
-    return {s.name: s for s in SCENARIOS + POWER_SCENARIOS}
+    return {s.name: s for s in SCENARIOS + POWER_SCENARIOS + TXN_SCENARIOS}
 
 
 def get_scenario(name: str) -> Scenario:

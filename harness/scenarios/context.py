@@ -65,7 +65,7 @@ def scenario_profile(s: Scenario) -> Profile:
     base = PROFILES["acks1"] if s.acks == "1" else PROFILES["no-idempotence"]
     return replace(base, name=f"scenario:{s.name}", description=s.description, acks=s.acks, enable_idempotence=False,
                    replication_factor=s.replication_factor, min_insync_replicas=s.min_insync_replicas, unclean_leader_election=s.unclean,
-                   delivery_timeout_ms=20_000, isolation_level="read_uncommitted")
+                   delivery_timeout_ms=20_000, isolation_level=s.isolation_level)
 
 
 class ScenarioContext:
