@@ -74,22 +74,26 @@ def _by_value(read_positions: DataFrame, events: DataFrame, proven: DataFrame | 
     behind an example are looked up by index afterwards."""
     read_facts = read_positions.select(
         "value", F.lit(READ).alias("kind"), "key", "offset",
-        F.lit(None).cast("long").alias("index"), F.lit(None).cast("long").alias("pid"))
+        F.lit(None).cast("long").alias("index"), F.lit(None).cast("long").alias("pid"), F.lit(0).alias("pos"))
     send_kind = (F.when(F.col("type") == "invoke", F.lit(SEND_INVOKE))
                  .when(F.col("type") == "ok", F.lit(OK_SEND))
                  .when(F.col("type") == "fail", F.lit(FAILED_WRITE)))
     send_facts = events.filter(F.col("f") == "send").select(
         F.col("value.value").alias("value"), send_kind.alias("kind"), F.col("value.key").alias("key"),
-        _offset(F.col("value.offset")).alias("offset"), "index", "pid").filter(F.col("kind").isNotNull())
-    txn_facts = events.filter((F.col("f") == "txn") & F.col("type").isin("ok", "fail")).select(
-        F.when(F.col("type") == "ok", F.lit(OK_TXN_SEND)).otherwise(F.lit(FAILED_WRITE)).alias("kind"),
-        "index", "pid", F.explode(F.col("value.sends")).alias("s")).select(
+        _offset(F.col("value.offset")).alias("offset"), "index", "pid", F.lit(0).alias("pos")
+    ).filter(F.col("kind").isNotNull())
+    # A txn's invoke lists its sends: it orders them as a send's own invoke does (send_order).
+    txn_kind = (F.when(F.col("type") == "invoke", F.lit(SEND_INVOKE))
+                .when(F.col("type") == "ok", F.lit(OK_TXN_SEND))
+                .when(F.col("type") == "fail", F.lit(FAILED_WRITE)))
+    txn_facts = events.filter((F.col("f") == "txn") & F.col("type").isin("invoke", "ok", "fail")).select(
+        txn_kind.alias("kind"), "index", "pid", F.posexplode(F.col("value.sends")).alias("pos", "s")).select(
         F.col("s.value").alias("value"), "kind", F.col("s.key").alias("key"),
-        _offset(F.col("s.offset")).alias("offset"), "index", "pid")
+        _offset(F.col("s.offset")).alias("offset"), "index", "pid", "pos")
     if proven is not None:  # proven info writes count as ok ones (see _proven_info_writes)
         txn_facts = txn_facts.unionByName(proven.select(
             "value", F.when(F.col("f") == "send", F.lit(OK_SEND)).otherwise(F.lit(OK_TXN_SEND)).alias("kind"),
-            "key", "offset", "index", "pid"))
+            "key", "offset", "index", "pid", "pos"))
     kind = F.col("kind")
     is_ok_write = kind.isin(OK_SEND, OK_TXN_SEND)
     at_position = (kind == READ) | (is_ok_write & F.col("offset").isNotNull())
@@ -112,7 +116,7 @@ def _by_value(read_positions: DataFrame, events: DataFrame, proven: DataFrame | 
             F.max_by("key", ok_at).alias("ok_key"),
             F.max_by("offset", ok_at).alias("ok_offset"),
             F.max_by("pid", ok_at).alias("ok_pid"),
-            F.max_by(kind == OK_SEND, ok_at).alias("ok_is_send"),
+            F.max_by("pos", ok_at).alias("ok_pos"),
             F.max(invoke_at).alias("invoke_index"),
             F.max_by("pid", invoke_at).alias("invoke_pid"),
             F.min(F.when(kind == FAILED_WRITE, F.col("index"))).alias("failed_index"),
@@ -123,17 +127,18 @@ def _by_value(read_positions: DataFrame, events: DataFrame, proven: DataFrame | 
 
 def _by_value_columns() -> list[F.Column]:
     """What the value-level anomalies read of a by_value row: the last ok write (key, offset,
-    index, pid), the order of an ok send (null unless it is one, with a known offset and
-    process), and flags and example columns of the rarer findings, null when absent (so the
+    index, pid, its place in its op), the order of the op that sent it (null unless its offset
+    and process are known), and flags and example columns of the rarer findings, null when absent (so the
     rows shuffled for the send window are narrow)."""
     c = F.col
     duplicated = (c("min_key") != c("max_key")) | (c("min_offset") != c("max_offset"))
     aborted = c("read") & c("failed_index").isNotNull()
-    # The invoke of the same process orders the send; without one, its completion does.
+    # The invoke of the same process (the send's own, or its txn's) orders the send; without
+    # one, its completion does. All sends of one txn share their txn's order (ok_pos then).
     order = F.when(c("invoke_pid") == c("ok_pid"), c("invoke_index")).otherwise(c("ok_index"))
     return [
-        "value", "ok_key", "ok_offset", "ok_index", "ok_pid",
-        F.when(c("ok_is_send") & c("ok_offset").isNotNull() & c("ok_pid").isNotNull(), order).alias("send_order"),
+        "value", "ok_key", "ok_offset", "ok_index", "ok_pid", "ok_pos",
+        F.when(c("ok_offset").isNotNull() & c("ok_pid").isNotNull(), order).alias("send_order"),
         F.when(c("ok_index").isNotNull() & ~c("read"), F.lit(True)).alias("unread"),
         F.when(duplicated, c("min_key")).alias("duplicate_key"),
         F.when(duplicated, c("min_offset")).alias("duplicate_offset"),
@@ -143,7 +148,8 @@ def _by_value_columns() -> list[F.Column]:
 
 def _value_table(by_value: DataFrame, max_read: DataFrame) -> DataFrame:
     """by_value, with the highest offset read on the value's key (max_read_offset) and, for an ok
-    send, the previous ok send of the same process to the same key in invoke order (prev_send_*).
+    send (plain or in a txn), the previous ok send of the same process to the same key in invoke
+    order, then in the order its txn lists them (prev_send_*).
 
     Every value-level anomaly is a predicate on one row of this table (VALUE_LEVEL), so one pass
     counts them all (value_findings) and nothing needs persisting: a persisted by_value cost more
@@ -151,7 +157,8 @@ def _value_table(by_value: DataFrame, max_read: DataFrame) -> DataFrame:
     window partition and never count as a previous send."""
     c = F.col
     # Values no op wrote ok have no key or process: spread them by value, not into one partition.
-    w = Window.partitionBy(F.coalesce(c("ok_key"), c("value")), c("ok_pid")).orderBy(c("send_order").asc_nulls_first())
+    w = (Window.partitionBy(F.coalesce(c("ok_key"), c("value")), c("ok_pid"))
+         .orderBy(c("send_order").asc_nulls_first(), c("ok_pos")))
     prev = lambda col: F.lag(col).over(w)  # noqa: E731
     return by_value.join(F.broadcast(max_read.withColumnRenamed("key", "ok_key")), "ok_key", "left").select(
         "*", prev("send_order").alias("prev_send_order"), prev("ok_offset").alias("prev_send_offset"),
@@ -170,7 +177,9 @@ VALUE_LEVEL = {
     "duplicate": lambda: F.col("duplicate_key").isNotNull(),
     "lost-write": lambda: F.coalesce(F.col("unread"), F.lit(False)) & _behind_a_read(),
     "unseen": lambda: F.coalesce(F.col("unread"), F.lit(False)) & ~_behind_a_read(),
+    # Two sends of one txn are int-nonmonotonic-send's to judge, not this one's.
     "nonmonotonic-send": lambda: (F.col("send_order").isNotNull() & F.col("prev_send_order").isNotNull()
+                                  & (F.col("send_order") != F.col("prev_send_order"))
                                   & (F.col("ok_offset") <= F.col("prev_send_offset"))),
     "aborted-read": lambda: F.col("aborted_failed_index").isNotNull(),
 }
@@ -196,10 +205,11 @@ def _proven_info_writes(events: DataFrame, reads: DataFrame, base: list[str], re
     they are broadcast against the reads, one scan of them."""
     one = events.filter((F.col("f") == "send") & (F.col("type") == "info")).select(
         *base, F.col("value.key").alias("key"), _offset(F.col("value.offset")).alias("offset"),
-        F.col("value.value").alias("value"))
+        F.col("value.value").alias("value"), F.lit(0).alias("pos"))
     many = events.filter((F.col("f") == "txn") & (F.col("type") == "info")).select(
-        *base, F.explode(F.col("value.sends")).alias("s")).select(
-        *base, F.col("s.key").alias("key"), _offset(F.col("s.offset")).alias("offset"), F.col("s.value").alias("value"))
+        *base, F.posexplode(F.col("value.sends")).alias("pos", "s")).select(
+        *base, F.col("s.key").alias("key"), _offset(F.col("s.offset")).alias("offset"), F.col("s.value").alias("value"),
+        "pos")
     info = one.unionByName(many)
     read = reads.select("key", "value").join(F.broadcast(info.select("key", "value")), ["key", "value"], "left_semi")
     hit = info.join(read.distinct(), ["key", "value"], "left_semi")
@@ -236,7 +246,7 @@ def derive(events: DataFrame, op_stats: dict | None = None, read_committed: bool
         # count job of a 4-history test took over 6 min against 87 s without it, and the test's
         # 1 GB driver ran out of heap (machine load 40-50). Not yet measured checkpointed.
         proven = proven.localCheckpoint(eager=True)
-        ok_writes = ok_writes.unionByName(proven)
+        ok_writes = ok_writes.unionByName(proven.drop("pos"))
 
     cols = ["key", "offset", "value", "process", "index", "time", "f", "type"]
     known = ok_writes.filter(F.col("offset").isNotNull())
@@ -311,8 +321,8 @@ def unseen(d: Derived) -> DataFrame:
 
 
 def nonmonotonic_send(d: Derived) -> DataFrame:
-    """nonmonotonic-send (analysis/registry.py): one row per adjacent pair of sends, in the order
-    the process invoked them (txn sends have no invoke of their own: never in a pair)."""
+    """nonmonotonic-send (analysis/registry.py): one row per adjacent pair of sends of two ops, in
+    the order the process invoked them (the sends of one txn in the order it lists them)."""
     return d.values.filter(VALUE_LEVEL["nonmonotonic-send"]()).select(
         F.col("ok_key").alias("key"), F.col("ok_pid").alias("process"),
         F.array("prev_send_offset", "ok_offset").alias("offsets"), F.array("prev_send_value", "value").alias("values"),

@@ -51,7 +51,9 @@ def findings(events: Iterable[dict[str, Any]], read_committed: bool = True) -> d
     ok_writes: dict[int, tuple[int | None, int | None]] = {}  # value -> (key, offset)
     failed: set[int] = set()
     invoke_at: dict[tuple[Any, int], int] = {}
-    sends_by_proc: dict[tuple[Any, int], list[tuple[int, int, int]]] = defaultdict(list)
+    # (process, key) -> (op order, place in the op, offset, value): a send's op is ordered by its
+    # invoke (its own, or its txn's), or by its completion when the process has no invoke of it.
+    sends_by_proc: dict[tuple[Any, int], list[tuple[int, int, int, int]]] = defaultdict(list)
     read_seq: list[tuple[Any, int, int, int]] = []  # (process, key, offset, value) or resets
     for e in events:
         f, t, v, p = e["f"], e["type"], e.get("value"), e["process"]
@@ -66,11 +68,14 @@ def findings(events: Iterable[dict[str, Any]], read_committed: bool = True) -> d
                 if o is not None:
                     positions.add((v["key"], o, v["value"]))
                     order = invoke_at.get((p, v["value"]), e["index"])
-                    sends_by_proc[(p, v["key"])].append((order, o, v["value"]))
+                    sends_by_proc[(p, v["key"])].append((order, 0, o, v["value"]))
             elif t == "fail":
                 failed.add(v["value"])
+        elif f == "txn" and t == "invoke":
+            for s in (v or {}).get("sends") or []:
+                invoke_at[(p, s["value"])] = e["index"]
         elif f == "txn" and t in ("ok", "fail", "info"):
-            for s in v.get("sends") or []:
+            for pos, s in enumerate(v.get("sends") or []):
                 if t == "fail":
                     failed.add(s["value"])
                 elif t == "info" and (e["index"], s["value"]) not in proven:
@@ -80,6 +85,8 @@ def findings(events: Iterable[dict[str, Any]], read_committed: bool = True) -> d
                     ok_writes[s["value"]] = (s["key"], o)
                     if o is not None:
                         positions.add((s["key"], o, s["value"]))
+                        order = invoke_at.get((p, s["value"]), e["index"])
+                        sends_by_proc[(p, s["key"])].append((order, pos, o, s["value"]))
         if f in ("poll", "txn") and t == "ok":
             for r in v.get("records") or []:
                 positions.add((r["key"], r["offset"], r["value"]))
@@ -111,9 +118,9 @@ def findings(events: Iterable[dict[str, Any]], read_committed: bool = True) -> d
 
     for (p, k), sends in sends_by_proc.items():
         sends.sort()
-        for a, b in zip(sends, sends[1:]):
-            if b[1] <= a[1]:
-                out["nonmonotonic-send"].add((p, k, a[2], b[2]))
+        for a, b in zip(sends, sends[1:]):  # two sends of one txn are int-nonmonotonic-send's
+            if a[0] != b[0] and b[2] <= a[2]:
+                out["nonmonotonic-send"].add((p, k, a[3], b[3]))
 
     observed: dict[int, list[int]] = defaultdict(list)
     for k, o in values_at:

@@ -52,10 +52,11 @@ REGISTRY: tuple[Anomaly, ...] = (
             "drain is known to have reached every high watermark.",
             "value", "unseen", ("key",)),
     Anomaly("nonmonotonic-send",
-            "within one process, `ok` sends to the same key, taken in the order they were invoked, "
-            "whose acknowledged offsets do not strictly increase — the producer's records were "
-            "reordered (or one overwrote another's position). Sends inside a txn are excluded: they "
-            "have no invoke of their own.",
+            "within one process, `ok` sends to the same key (plain ones, and those of `ok` txns), "
+            "taken in the order their ops were invoked and a txn's in the order it lists them, where "
+            "a send of one op is acknowledged at an offset not above the previous send of an earlier "
+            "op — the producer's records were reordered (or one overwrote another's position). Two "
+            "sends of one txn are int-nonmonotonic-send's to judge.",
             "adjacent pair of sends", "nonmonotonic_send", ("key",)),
     Anomaly("nonmonotonic-poll",
             "within one process, two successive reads of the same key — inside one poll, or in two "
