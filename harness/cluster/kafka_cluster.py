@@ -236,7 +236,8 @@ class KafkaCluster:
             for node in self.nodes:
                 if node.pid() is None:
                     raise ClusterError(
-                        f"node {node.node_id} ({node.hostname}) exited during start-up.",
+                        f"node {node.node_id} ({node.hostname}) exited during start-up "
+                        f"(ps in its container: {node.last_ps}).",
                         hint="the log below usually names the rejected setting",
                         details=node.log_tail(),
                     )

@@ -102,6 +102,7 @@ class Node:
     node_dir: Path
     host_port: int | None = None
     address: str = ""
+    last_ps: tuple[int, str] | None = None  # the last `ps` of pid(): (exit code, output)
 
     @property
     def node_id(self) -> int:
@@ -179,9 +180,18 @@ class Node:
         pid = self.pid_on_file()
         if pid is None:
             return None
-        code, out = self.exec(f"ps -o stat= -p {pid}")
-        state = out.strip()
-        return pid if code == 0 and state and not state.startswith("Z") else None
+        # ps exits 0 with the state, or 1 for no such process. Any other exit is the exec failing,
+        # not an answer: a 4.3.1 detection run at load ~18 failed "exited during start-up" while
+        # that broker's JVM logged until the teardown a second later. Ask again; still no answer
+        # is not proof of death (the caller's own deadline decides).
+        for attempt in range(3):
+            code, out = self.exec(f"ps -o stat= -p {pid}")
+            self.last_ps = (code, out.strip()[:200])
+            if code in (0, 1):
+                state = out.strip()
+                return pid if code == 0 and state and not state.startswith("Z") else None
+            time.sleep(0.3 * (attempt + 1))
+        return pid
 
     def send_signal(self, sig: int) -> int | None:
         """Send `sig` to the Kafka JVM; return the PID signalled, or None if it was not running."""

@@ -1,0 +1,49 @@
+"""Node.pid() answers from `ps` in the container, and a failed exec is not an answer: a detection
+run at load ~18 was failed "exited during start-up" while that broker still logged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from harness.cluster.broker_config import NodeSpec
+from harness.cluster.node import Node
+
+
+class _Container:
+    def __init__(self, replies: list[tuple[int, str]]) -> None:
+        self.replies, self.calls = list(replies), 0
+
+    def get_wrapped_container(self) -> "_Container":
+        return self
+
+    def exec_run(self, cmd: list[str]) -> SimpleNamespace:
+        self.calls += 1
+        code, out = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+        return SimpleNamespace(exit_code=code, output=out.encode())
+
+
+def _node(tmp_path: Path, replies: list[tuple[int, str]]) -> Node:
+    (tmp_path / "kafka.pid").write_text("36\n")
+    spec = NodeSpec(node_id=2, hostname="kafka-2", roles=("broker", "controller"))
+    return Node(spec=spec, container=_Container(replies), node_dir=tmp_path)  # type: ignore[arg-type]
+
+
+def test_a_running_jvm_is_its_pid(tmp_path):
+    assert _node(tmp_path, [(0, "Sl\n")]).pid() == 36
+
+
+def test_no_such_process_and_a_zombie_are_not_running(tmp_path):
+    assert _node(tmp_path, [(1, "")]).pid() is None
+    assert _node(tmp_path, [(0, "Z\n")]).pid() is None
+
+
+def test_a_failed_exec_is_asked_again(tmp_path):
+    node = _node(tmp_path, [(126, "OCI runtime exec failed"), (0, "S\n")])
+    assert node.pid() == 36 and node.container.calls == 2
+
+
+def test_an_exec_that_never_answers_proves_no_death(tmp_path):
+    node = _node(tmp_path, [(126, "OCI runtime exec failed")])
+    assert node.pid() == 36 and node.container.calls == 3
+    assert node.last_ps == (126, "OCI runtime exec failed")
