@@ -11,8 +11,8 @@ Steps (`fault` is how the coordinator's EndTxn is held up):
   the producer's transactional.id has coordinator K (txn_coordinator.py); the topic's two
   replicas are the other brokers, so writes never wait on K. txn1 writes a1. K is cut from the
   host's clients (the partition nemesis's `client` shape) or paused (SIGSTOP, the pause nemesis).
-  commit_transaction(5 s) times out; librdkafka's EndTxn waits socket.timeout.ms (10 s here),
-  disconnects and retries on a new connection. K is healed (or resumed); the commit is retried
+  commit_transaction(5 s) times out; librdkafka's EndTxn waits socket.timeout.ms (10 s; 3 s under
+  a pause, which must outlast it), disconnects and retries on a new connection. K is healed (or resumed); the commit is retried
   until it answers. txn2 writes b1, waits STALE_WAIT_S while a read_committed reader polls, then
   writes b2 and commits. A stale EndTxn(commit) of txn1 that lands on txn2 commits b1 early.
 Every step is a nemesis event; the writes and the reads are recorded ops (f txn, poll) that the
@@ -42,6 +42,11 @@ from workloads.txn import TxnProducerClient
 TXN_ID = "kafka17754"
 COMMIT_TIMEOUT_S = 5.0       # the first commit call: shorter than the fault, so it times out
 SOCKET_TIMEOUT_MS = 10_000   # librdkafka's request timeout: the held EndTxn times out, disconnect, retry
+# Under a pause the request must time out (and librdkafka disconnect) before K resumes, and K must
+# resume before the controller fences it (broker.session.timeout.ms 9 s). Measured with 10 s: the
+# 6 s pause ended first and K answered the EndTxn on the same connection (rtt 6280 ms, run
+# 20261124T080620-2a0e68): no request was left behind, so the pause tested nothing.
+PAUSE_SOCKET_TIMEOUT_MS = 3_000
 CUT_S = 30.0                 # the client cut, from the commit call
 PAUSE_S = 6.0                # the pause: under broker.session.timeout.ms (9 s), so K stays coordinator
 STALE_WAIT_S = 45.0          # txn2 stays open this long after b1 (TCP's retransmissions back off to ~51 s)
@@ -173,7 +178,7 @@ def delayed_endtxn(ctx: ScenarioContext, fault: str) -> dict[str, Any]:
 
 def _delayed_endtxn(ctx: ScenarioContext, fault: str, lines: _Lines) -> dict[str, Any]:
     client = TxnProducerClient(ctx.pids(), ctx.recorder, ctx.cluster.bootstrap_servers(), ctx.topic, ctx.profile, TXN_ID)
-    client.config.update({"socket.timeout.ms": SOCKET_TIMEOUT_MS, "transaction.timeout.ms": TXN_TIMEOUT_MS,
+    client.config.update({"socket.timeout.ms": PAUSE_SOCKET_TIMEOUT_MS if fault == "pause" else SOCKET_TIMEOUT_MS, "transaction.timeout.ms": TXN_TIMEOUT_MS,
                           "debug": "eos,protocol,broker", "linger.ms": 0})
     client.open()                                         # init_transactions: creates __transaction_state
     coord = coordinator_of(ctx.cluster, TXN_ID)
