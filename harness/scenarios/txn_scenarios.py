@@ -165,12 +165,17 @@ def _commit(ctx: ScenarioContext, client: TxnProducerClient, timeout_s: float, w
 def delayed_endtxn(ctx: ScenarioContext, fault: str) -> dict[str, Any]:
     lines = _Lines()
     rdk = logging.getLogger("librdkafka.producer")
+    level, propagate = rdk.level, rdk.propagate
     rdk.addHandler(lines)
+    # librdkafka's eos,protocol,broker debug is ~5000 lines a run: kept in scenario.json, not printed
     rdk.setLevel(logging.DEBUG)
+    rdk.propagate = False
     try:
         return _delayed_endtxn(ctx, fault, lines)
     finally:
         rdk.removeHandler(lines)
+        rdk.setLevel(level)
+        rdk.propagate = propagate
         for n in ctx.cluster.brokers:  # the runner heals its own cuts only; a step that stopped must not leave K held
             n.send_signal(signal.SIGCONT)
             net.heal(n, CUT)
