@@ -182,6 +182,9 @@ def delayed_endtxn(ctx: ScenarioContext, fault: str) -> dict[str, Any]:
 
 
 def _delayed_endtxn(ctx: ScenarioContext, fault: str, lines: _Lines) -> dict[str, Any]:
+    if not ctx.at_least("0.11"):  # `scenario matrix` runs every scenario on every version
+        ctx.create_topic([ctx.A, ctx.B], {"min.insync.replicas": 1})
+        ctx.fail(f"transactions need Kafka 0.11 or later (KIP-98); this is {ctx.version}")
     client = TxnProducerClient(ctx.pids(), ctx.recorder, ctx.cluster.bootstrap_servers(), ctx.topic, ctx.profile, TXN_ID)
     client.config.update({"socket.timeout.ms": PAUSE_SOCKET_TIMEOUT_MS if fault == "pause" else SOCKET_TIMEOUT_MS, "transaction.timeout.ms": TXN_TIMEOUT_MS,
                           "debug": "eos,protocol,broker", "linger.ms": 0})
