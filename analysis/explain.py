@@ -238,9 +238,10 @@ def _nearest(facts: Facts, key: int, offset: int, clk: Clock) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- entry points
 def explain(run_dir: Path | str, examples: dict[str, list[dict[str, Any]]], config: dict[str, Any] | None = None,
-            limit: int = MAX_EXPLAINED) -> dict[str, Any]:
+            limit: int = MAX_EXPLAINED, drain: dict[str, Any] | None = None) -> dict[str, Any]:
     """{"clock": …, "examples": {anomaly: [context, …]}} for the first `limit` examples of each
-    anomaly, in the examples' order; each context has a "sentence" (analysis/explain_text.py)."""
+    anomaly, in the examples' order; each context has a "sentence" (analysis/explain_text.py).
+    drain: results.json's "drain" (whether the final drain read every partition to its end)."""
     from analysis.explain_text import sentence
 
     run_dir = Path(run_dir)
@@ -269,6 +270,8 @@ def explain(run_dir: Path | str, examples: dict[str, list[dict[str, Any]]], conf
         out[name] = []
         for ex in exs:
             ctx = explain_example(name, ex, facts, faults, topic, clk, log_view)
+            if name == "unseen":  # lost for certain once the drain read its partition to the end
+                ctx["drain_complete"] = bool((drain or {}).get("complete"))
             ctx["sentence"] = sentence(ctx)
             out[name].append(ctx)
     return {"clock": {"start_utc": clk.utc(0.0), "source": clk.source, "exact": clk.exact},
@@ -298,7 +301,7 @@ def attach(run_dir: Path | str, results: dict[str, Any], config: dict[str, Any] 
     """results with "explanations" added; an explanation that fails says why instead (it never
     costs the verdict)."""
     try:
-        results["explanations"] = explain(run_dir, results.get("examples") or {}, config)
+        results["explanations"] = explain(run_dir, results.get("examples") or {}, config, drain=results.get("drain"))
     except Exception as exc:  # an explanation is context: whatever goes wrong, the verdict is kept
         results["explanations"] = {"error": f"{type(exc).__name__}: {exc}", "examples": {}}
     return results

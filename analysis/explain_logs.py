@@ -24,6 +24,10 @@ STAMP = re.compile(rb"^\[(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d),(\d{3})\]")
 LEADER = re.compile(r"\bleader=(-?\d+)")
 EPOCH = re.compile(r"\bleaderEpoch=(\d+)")
 STARTS = re.compile(r"starts at leader epoch (\d+)")
+# 3.x/4.x log a follower's start too ("Follower T-K starts at leader epoch E ... Current leader is
+# L."): the broker that logs it is not the leader (a kafka17754 run's explanation named follower
+# 2 as scenario-0's leader from such a line).
+FOLLOWER = re.compile(r"\bFollower \S+ starts at leader epoch (\d+).*?Current leader is (-?\d+)")
 BROKER = re.compile(r"\bbroker=(\d+)")
 MAX_QUOTES = 20  # lines quoted per example; the rest are counted
 MAX_LINES_PER_PARTITION = 50_000  # lines kept per partition (a run's logs mention one rarely)
@@ -104,6 +108,12 @@ class LogView:
             if leader and epoch and int(leader.group(1)) >= 0:
                 return {"leader": int(leader.group(1)), "epoch": int(epoch.group(1)), "wall_ns": x.wall_ns,
                         "file": x.file, "line": x.line_no}
+            follower = FOLLOWER.search(x.text)
+            if follower:
+                if int(follower.group(2)) >= 0:
+                    return {"leader": int(follower.group(2)), "epoch": int(follower.group(1)), "wall_ns": x.wall_ns,
+                            "file": x.file, "line": x.line_no}
+                continue
             starts = STARTS.search(x.text)
             if starts:
                 b = BROKER.search(x.text)

@@ -88,8 +88,18 @@ def _read_elsewhere(ctx: dict[str, Any]) -> str:
 
 def _written(ctx: dict[str, Any], verb: str = "acknowledged") -> str:
     done = ctx.get("completion") or {}
-    return (f"value {ctx['value']} was {verb} at offset {ctx['offset']} of {ctx['partition']} {when(done)}"
+    where = f"at offset {ctx['offset']} of" if ctx.get("offset") is not None else "to"
+    if done and done.get("type") == "info":  # counted as written because a read proved its txn committed
+        return (f"value {ctx['value']} was sent {where} {ctx['partition']} in a txn that ended with an unknown "
+                f"outcome {when(done)} (\"{_clip_error(done.get('error'))}\"), which a read of another of its "
+                f"records proved committed{_leader_clause(ctx)} {faults_phrase(ctx)}")
+    return (f"value {ctx['value']} was {verb} {where} {ctx['partition']} {when(done)}"
             f"{_leader_clause(ctx)} {faults_phrase(ctx)}")
+
+
+def _clip_error(error: Any, limit: int = 120) -> str:
+    text = str(error or "no error recorded")
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def sentence(ctx: dict[str, Any]) -> str:
@@ -104,6 +114,8 @@ def sentence(ctx: dict[str, Any]) -> str:
     if name == "unseen":
         past = (f"no consumer read {p} past offset {mr['offset']} (last {when(mr)[3:]})" if mr
                 else f"no consumer read {p} at all")
+        if ctx.get("drain_complete"):
+            return f"{_written(ctx)}; {past}, and the final drain read every partition to its end: it is lost."
         return f"{_written(ctx)}; {past}, so it is lost only if the final drain reached the high watermark."
     if name == "inconsistent-offsets":
         seen = " and as ".join(f"value {r['value']} ({_epoch(r)}, by process {r['process']} {when(r)})" for r in reads)

@@ -131,7 +131,7 @@ def explanations(run_dir: Path, results: dict[str, Any] | None, config: dict[str
     got = results.get("explanations")
     if not isinstance(got, dict) or "examples" not in got:
         try:
-            got = explain.explain(run_dir, results.get("examples") or {}, config)
+            got = explain.explain(run_dir, results.get("examples") or {}, config, drain=results.get("drain"))
         except Exception as exc:  # context only: the page (and its verdict) renders without it
             return {}, None, f"the anomaly examples could not be explained: {type(exc).__name__}: {exc}"
     problem = f"the anomaly examples could not be explained: {got['error']}" if got.get("error") else None

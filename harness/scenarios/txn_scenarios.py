@@ -8,8 +8,10 @@ committed early (part of it), or records the client aborted made visible. KIP-89
 EndTxn carries an old epoch and is fenced, but only for a client that sends EndTxn v5.
 
 Steps (`fault` is how the coordinator's EndTxn is held up):
-  the producer's transactional.id has coordinator K (txn_coordinator.py); the topic's two
-  replicas are the other brokers, so writes never wait on K. txn1 writes a1. K is cut from the
+  the producer's transactional.id has coordinator K (txn_coordinator.py); the topic has three
+  replicas led by another broker, K last (the fault is between the host's clients and K, so
+  replication to K goes on), min.insync.replicas 2: the `safe` durability, so that the checker
+  permits no loss and a record of a committed txn that never appears is a finding. txn1 writes a1. K is cut from the
   host's clients (the partition nemesis's `client` shape) or paused (SIGSTOP, the pause nemesis).
   commit_transaction(5 s) times out; librdkafka's EndTxn waits socket.timeout.ms (10 s; 3 s under
   a pause, which must outlast it), disconnects and retries on a new connection. K is healed (or resumed); the commit is retried
@@ -194,8 +196,11 @@ def _delayed_endtxn(ctx: ScenarioContext, fault: str, lines: _Lines) -> dict[str
     others = [b for b in ctx.cluster.brokers if b.node_id != K.node_id]
     ctx.step("transaction coordinator found", coordinator=coord)
     levels = features(ctx)
-    ctx.create_topic(others[:2], {"min.insync.replicas": 1})
-    ctx.wait_isr(others[:2], 60)
+    # RF 3, min ISR 2 (Scenario below): with min ISR 1 the checker permits an unseen write (an
+    # acks=all write may then live on one broker), and so it called the torn txn2 of runs
+    # 20261124T080030-5d1ee2 and -080342-46673a valid (unseen 1: b2, proven by b1's read).
+    ctx.create_topic(others[:2] + [K], {"min.insync.replicas": 2})
+    ctx.wait_isr(others[:2] + [K], 60)
     before = describe_txn(ctx, others[0], "after init_transactions")
     a1, b1, b2 = ctx._next_value, ctx._next_value + 1, ctx._next_value + 2
     ctx._next_value += 3
@@ -299,6 +304,7 @@ TXN_SCENARIOS: list[Scenario] = [
                     "coordinator; it retries, begins the next transaction, and a stale EndTxn may end that one.",
         bug_versions="transaction protocol v1: before 4.0, and any client without EndTxn v5 (librdkafka included)",
         expected=EXPECTED, steps=functools.partial(delayed_endtxn, fault="client-cut"), acks="all",
+        replication_factor=3, min_insync_replicas=2,
         isolation_level="read_committed", shows_bug=stale_endtxn_shown,
     ),
     Scenario(
@@ -306,6 +312,7 @@ TXN_SCENARIOS: list[Scenario] = [
         description="kafka17754-delayed-endtxn with the coordinator paused (SIGSTOP) for 6 s instead of cut.",
         bug_versions="transaction protocol v1: before 4.0, and any client without EndTxn v5 (librdkafka included)",
         expected=EXPECTED, steps=functools.partial(delayed_endtxn, fault="pause"), acks="all",
+        replication_factor=3, min_insync_replicas=2,
         isolation_level="read_committed", shows_bug=stale_endtxn_shown,
     ),
 ]

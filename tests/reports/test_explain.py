@@ -173,3 +173,46 @@ def test_a_backward_read_is_placed_at_the_read_that_went_back(tmp_path: Path) ->
     last_read_s = b.events[-1]["time"] / 1e9
     assert got["at"]["from_s"] == got["at"]["to_s"] == round(last_read_s, 3)
     assert "read queue-4 at offset 2 then, not after it, at offset 0" in got["sentence"]
+
+
+def test_a_followers_start_line_names_the_current_leader_not_the_follower(tmp_path: Path) -> None:
+    """4.x logs "Follower T-K starts at leader epoch E ... Current leader is L." on the follower: the
+    leader is L, not the broker that wrote the line (a kafka17754 explanation named follower 2)."""
+    from analysis.explain_logs import LogView
+
+    for broker, text in (("2", "INFO [Broker id=2] Follower scenario-0 starts at leader epoch 0 from offset 0 with "
+                               "partition epoch 0 and high watermark 0. Current leader is 1. Previous leader None and "
+                               "previous leader epoch was -1. (state.change.logger)"),
+                         ("1", "INFO [Broker id=1] Leader scenario-0 starts at leader epoch 0 from offset 0 with "
+                               "partition epoch 0, high watermark 0, ISR [1,3,2]. (state.change.logger)")):
+        (tmp_path / "brokers" / broker).mkdir(parents=True)
+        (tmp_path / "brokers" / broker / "server.log").write_text(f"[2026-11-24T08:27:20,548] {text}\n")
+    view = LogView(tmp_path, "scenario", {0})
+    follower_first = view.leader_at(0, 1795508840548000000)
+    assert follower_first is not None and follower_first["leader"] == 1 and follower_first["epoch"] == 0
+    (tmp_path / "brokers" / "1" / "server.log").unlink()
+    alone = LogView(tmp_path, "scenario", {0}).leader_at(0, 1795508840548000000)
+    assert alone is not None and alone["leader"] == 1 and alone["file"] == "brokers/2/server.log"
+
+
+def test_a_torn_txns_unread_record_is_explained_as_proven_and_lost_after_a_full_drain(tmp_path: Path) -> None:
+    """KAFKA-17754's shape: a txn of b1, b2 ends info (the client saw it fail), a read_committed
+    reader returned b1, so the txn committed; b2 was never read. The sentence says why the write
+    counts although it was never acknowledged, and that a complete drain makes it lost."""
+    from analysis import explain, reference
+    from tests.analysis.histories import Builder, _txn, write_run
+
+    b = Builder()
+    _txn(b, 0, "info", [(0, 2, None), (0, 3, None)])
+    b.events[-1]["error"] = "INVALID_TXN_STATE: Failed to end transaction"
+    b.poll(1, [(0, 2, 2)])
+    run_dir = write_run(tmp_path / "torn", b.events, {"topic": "scenario"})
+    examples = explain.examples_from_findings(reference.findings(b.events))
+    assert [e["value"] for e in examples["unseen"]] == [3]
+    drained = explain.explain(run_dir, examples, {"topic": "scenario"}, drain={"complete": True})
+    text = drained["examples"]["unseen"][0]["sentence"]
+    assert "value 3 was sent to scenario-0 in a txn that ended with an unknown outcome" in text
+    assert "INVALID_TXN_STATE" in text and "proved committed" in text and "offset None" not in text
+    assert text.endswith("it is lost.")
+    undrained = explain.explain(run_dir, examples, {"topic": "scenario"}, drain={"complete": False})
+    assert undrained["examples"]["unseen"][0]["sentence"].endswith("only if the final drain reached the high watermark.")
