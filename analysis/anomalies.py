@@ -75,19 +75,17 @@ def _by_value(read_positions: DataFrame, events: DataFrame, proven: DataFrame | 
     read_facts = read_positions.select(
         "value", F.lit(READ).alias("kind"), "key", "offset",
         F.lit(None).cast("long").alias("index"), F.lit(None).cast("long").alias("pid"), F.lit(0).alias("pos"))
-    send_kind = (F.when(F.col("type") == "invoke", F.lit(SEND_INVOKE))
-                 .when(F.col("type") == "ok", F.lit(OK_SEND))
-                 .when(F.col("type") == "fail", F.lit(FAILED_WRITE)))
+    def kind_of(ok: int) -> F.Column:  # what a send's or a txn's event says of its values
+        return (F.when(F.col("type") == "invoke", F.lit(SEND_INVOKE))
+                .when(F.col("type") == "ok", F.lit(ok))
+                .when(F.col("type") == "fail", F.lit(FAILED_WRITE)))
     send_facts = events.filter(F.col("f") == "send").select(
-        F.col("value.value").alias("value"), send_kind.alias("kind"), F.col("value.key").alias("key"),
+        F.col("value.value").alias("value"), kind_of(OK_SEND).alias("kind"), F.col("value.key").alias("key"),
         _offset(F.col("value.offset")).alias("offset"), "index", "pid", F.lit(0).alias("pos")
     ).filter(F.col("kind").isNotNull())
     # A txn's invoke lists its sends: it orders them as a send's own invoke does (send_order).
-    txn_kind = (F.when(F.col("type") == "invoke", F.lit(SEND_INVOKE))
-                .when(F.col("type") == "ok", F.lit(OK_TXN_SEND))
-                .when(F.col("type") == "fail", F.lit(FAILED_WRITE)))
     txn_facts = events.filter((F.col("f") == "txn") & F.col("type").isin("invoke", "ok", "fail")).select(
-        txn_kind.alias("kind"), "index", "pid", F.posexplode(F.col("value.sends")).alias("pos", "s")).select(
+        kind_of(OK_TXN_SEND).alias("kind"), "index", "pid", F.posexplode(F.col("value.sends")).alias("pos", "s")).select(
         F.col("s.value").alias("value"), "kind", F.col("s.key").alias("key"),
         _offset(F.col("s.offset")).alias("offset"), "index", "pid", "pos")
     if proven is not None:  # proven info writes count as ok ones (see _proven_info_writes)

@@ -97,9 +97,20 @@ def _written(ctx: dict[str, Any], verb: str = "acknowledged") -> str:
             f"{_leader_clause(ctx)} {faults_phrase(ctx)}")
 
 
+def clip(text: str, limit: int) -> tuple[str, str]:
+    """(head, rest): `text` cut at the last space before `limit` (never inside a word, unless one
+    word is longer than the limit); rest is empty when it fits."""
+    if len(text) <= limit:
+        return text, ""
+    cut = text.rfind(" ", 0, limit + 1)
+    if cut <= limit // 3:  # one long token (a path, a set of ids): cut at the limit
+        cut = limit
+    return text[:cut].rstrip(), text[cut:].lstrip()
+
+
 def _clip_error(error: Any, limit: int = 120) -> str:
-    text = str(error or "no error recorded")
-    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
+    head, rest = clip(str(error or "no error recorded"), limit)
+    return head + (" …" if rest else "")
 
 
 def sentence(ctx: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 from markupsafe import Markup
 
 from analysis import html
+from analysis.explain_text import clip
 
 CLIP = 220  # characters of a log line shown before "…" (the rest in a <details>)
 
@@ -41,17 +42,6 @@ CSS = """
 .logline{margin:4px 0;word-break:break-word}.logline code{white-space:pre-wrap}
 details.more summary{font-size:12px;color:#1f5fbf;cursor:pointer}
 """
-
-
-def clip(text: str, limit: int = CLIP) -> tuple[str, str]:
-    """(head, rest): `text` cut at the last space before `limit` (never inside a word, unless one
-    word is longer than the limit); rest is empty when it fits."""
-    if len(text) <= limit:
-        return text, ""
-    cut = text.rfind(" ", 0, limit + 1)
-    if cut <= limit // 3:  # one long token (a path, a set of ids): cut at the limit
-        cut = limit
-    return text[:cut].rstrip(), text[cut:].lstrip()
 
 
 def _t(x: dict[str, Any] | None, key_s: str = "t_s", key_utc: str = "utc") -> str:
@@ -110,7 +100,7 @@ def render(name: str, explained: list[dict[str, Any]], clock: dict[str, Any] | N
     for x in explained:
         logs = []
         for line in x.get("log_lines") or []:
-            head, rest = clip(line["text"])
+            head, rest = clip(line["text"], CLIP)
             logs.append({**line, "head": head, "rest": rest})
         note = ("no broker log line names this partition within ±2 s" if clock and clock.get("start_utc")
                 else "no broker log lines: the run's wall-clock start is unknown")

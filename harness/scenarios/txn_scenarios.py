@@ -297,22 +297,21 @@ EXPECTED = {
     "verdict": "invalid wherever b1 is visible at read_committed before txn2 commits, or a txn the client aborted is read",
 }
 
+def _kafka17754(name: str, fault: str, description: str) -> Scenario:
+    """The two variants differ only in how the coordinator's EndTxn is held up."""
+    return Scenario(
+        name=name, kip="KAFKA-17754 (KIP-890 part 2)", description=description,
+        bug_versions="transaction protocol v1: before 4.0, and any client without EndTxn v5 (librdkafka included)",
+        expected=EXPECTED, steps=functools.partial(delayed_endtxn, fault=fault), acks="all",
+        replication_factor=3, min_insync_replicas=2,
+        isolation_level="read_committed", shows_bug=stale_endtxn_shown,
+    )
+
+
 TXN_SCENARIOS: list[Scenario] = [
-    Scenario(
-        name="kafka17754-delayed-endtxn", kip="KAFKA-17754 (KIP-890 part 2)",
-        description="A transactional producer's commit is held up by cutting the host's clients from its transaction "
-                    "coordinator; it retries, begins the next transaction, and a stale EndTxn may end that one.",
-        bug_versions="transaction protocol v1: before 4.0, and any client without EndTxn v5 (librdkafka included)",
-        expected=EXPECTED, steps=functools.partial(delayed_endtxn, fault="client-cut"), acks="all",
-        replication_factor=3, min_insync_replicas=2,
-        isolation_level="read_committed", shows_bug=stale_endtxn_shown,
-    ),
-    Scenario(
-        name="kafka17754-delayed-endtxn-pause", kip="KAFKA-17754 (KIP-890 part 2)",
-        description="kafka17754-delayed-endtxn with the coordinator paused (SIGSTOP) for 6 s instead of cut.",
-        bug_versions="transaction protocol v1: before 4.0, and any client without EndTxn v5 (librdkafka included)",
-        expected=EXPECTED, steps=functools.partial(delayed_endtxn, fault="pause"), acks="all",
-        replication_factor=3, min_insync_replicas=2,
-        isolation_level="read_committed", shows_bug=stale_endtxn_shown,
-    ),
+    _kafka17754("kafka17754-delayed-endtxn", "client-cut",
+                "A transactional producer's commit is held up by cutting the host's clients from its transaction "
+                "coordinator; it retries, begins the next transaction, and a stale EndTxn may end that one."),
+    _kafka17754("kafka17754-delayed-endtxn-pause", "pause",
+                "kafka17754-delayed-endtxn with the coordinator paused (SIGSTOP) for 6 s instead of cut."),
 ]

@@ -182,6 +182,14 @@ def write_run(run_dir: Path, events: list[dict], config: dict | None = None) -> 
 ZERO = dict.fromkeys(ANOMALIES, 0)
 
 
+def summed(found: list[dict[str, int]]) -> dict[str, int]:
+    """ZERO plus every case's counts: what histories put side by side (one run) must count."""
+    want = dict(ZERO)
+    for counts in found:
+        want.update({k: want[k] + n for k, n in counts.items()})
+    return want
+
+
 def mutate(b: Builder, seed: int, n: int = 6) -> Builder:
     """Corrupt a valid history at random (drop, move, rewrite or reorder reads; fail or re-offset
     sends) so that several anomalies overlap: for checking that two checkers agree on counts."""

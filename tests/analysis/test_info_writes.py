@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from analysis import reference
-from tests.analysis.histories import ZERO, Builder, _txn, write_run
+from tests.analysis.histories import ZERO, Builder, _txn, summed, write_run
 
 A, B, C = 1, 2, 3
 
@@ -98,9 +98,7 @@ def test_spark_uses_proven_info_writes_as_the_reference_does(spark, tmp_path):
     from analysis.checker import check_history
 
     proven = _side_by_side([h() for h, _ in CASES])
-    want = dict(ZERO)
-    for _, found in CASES:
-        want.update({k: want[k] + n for k, n in found.items()})
+    want = summed([found for _, found in CASES])
     assert reference.counts(proven) == want
     results = check_history(spark, write_run(tmp_path / "proven", proven), None)
     assert results["counts"] == want and results["verdict"] == "invalid"

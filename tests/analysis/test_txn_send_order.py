@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from analysis import reference
-from tests.analysis.histories import ZERO, Builder, _txn, write_run
+from tests.analysis.histories import ZERO, Builder, _txn, summed, write_run
 
 A, B, C, D = 1, 2, 3, 4
 
@@ -95,9 +95,7 @@ def test_spark_orders_txn_sends_as_the_reference_does(spark, tmp_path):
     from tests.analysis.test_txn_anomalies import _disjoint
 
     events = _disjoint([h() for h, _ in CASES])
-    want = dict(ZERO)
-    for _, found in CASES:
-        want.update({k: want[k] + n for k, n in found.items()})
+    want = summed([found for _, found in CASES])
     assert reference.counts(events) == want
     results = check_history(spark, write_run(tmp_path / "run", events), None)
     assert results["counts"] == want
