@@ -30,6 +30,7 @@ from nemesis.process import KillNemesis, PauseNemesis
 from harness.history.faults import ERROR, HEAL
 from nemesis.schedule import PACKAGES, FaultEvent, build_schedule, package_rng
 from nemesis.targets import NODE_TARGETS
+from nemesis.transfer import TransferNemesis
 
 if TYPE_CHECKING:
     from harness.cluster import KafkaCluster
@@ -65,6 +66,7 @@ def build_nemeses(
         "power": lambda: PowerNemesis(power_targets),  # by default with majority and all: correlated loss
         "flap": lambda: FlapNemesis(),  # the leader, then the new leader (nemesis/flap.py)
         "rejoin": lambda: RejoinNemesis(),  # a follower back in the ISR bounced, then the leader
+        "transfer": lambda: TransferNemesis(),  # a preferred election to an in-sync follower, maybe cut, maybe killed
         "disk": lambda: DiskNemesis(disk_targets, disk_errors),  # one broker's data directory fails: EIO on writes or reads, ENOSPC
     }
     return {name: makers[name]() for name in names}
@@ -174,7 +176,7 @@ class FaultRunner:
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         # Order matters: resume and restart before healing the network, reset clocks last.
-        for name in ("pause", "kill", "flap", "rejoin", "power", "disk", "partition", "loss", "clock"):
+        for name in ("pause", "kill", "flap", "rejoin", "transfer", "power", "disk", "partition", "loss", "clock"):
             if name in self.nemeses:
                 try:
                     self.nemeses[name].teardown()

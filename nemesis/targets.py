@@ -47,6 +47,7 @@ class Roles:
     answered: list[int] | None = None  # brokers whose metadata was asked for the leaders (None: not asked)
     agreed: bool | None = None  # whether a majority of those agreed on the topic's state
     isrs: dict[int, list[int]] = field(default_factory=dict)  # partition -> in-sync replica ids
+    replicas: dict[int, list[int]] = field(default_factory=dict)  # partition -> replica ids, the preferred leader first
     rejoined: dict[int, list[int]] = field(default_factory=dict)  # partition -> ids back in its ISR since the last look
     since_s: float | None = None  # seconds since that previous look (None: no previous look)
     controller_error: str | None = None  # why the controller lookup failed (the leaders may still be known)
@@ -73,6 +74,7 @@ class Roles:
                 state = view.topics.get(topic, {}) if view else {}
                 roles.leaders = {p: s["leader"] for p, s in state.items()}
                 roles.isrs = {p: list(s["isr"]) for p, s in state.items()}
+                roles.replicas = {p: list(s["replicas"]) for p, s in state.items()}
                 roles.remember(cluster)
         except Exception as exc:  # a partitioned cluster may not answer; the fault may still happen
             roles.error = str(exc)[:300]

@@ -32,8 +32,11 @@ POWER = FaultKind("power loss", "power-off", "power-on")  # SIGKILL + un-fsynced
 DISK_EIO_WRITE = FaultKind("disk EIO on writes", "disk-eio-write", "disk-healed")
 DISK_EIO_READ = FaultKind("disk EIO on reads", "disk-eio-read", "disk-healed")
 DISK_FULL = FaultKind("disk full (ENOSPC)", "disk-full", "disk-healed")
+# A preferred leader election to an in-sync follower (nemesis/transfer.py): from the request to the
+# moment the new leader was seen (or the wait gave up; `leader` says which).
+TRANSFER = FaultKind("leader transfer", "transfer-leader", "transferred")
 
-KINDS = (PARTITION, LOSS, KILL, PAUSE, CLOCK_BUMP, CLOCK_STROBE, CUT, POWER, DISK_EIO_WRITE, DISK_EIO_READ, DISK_FULL)
+KINDS = (PARTITION, LOSS, KILL, PAUSE, CLOCK_BUMP, CLOCK_STROBE, CUT, POWER, DISK_EIO_WRITE, DISK_EIO_READ, DISK_FULL, TRANSFER)
 BY_START = {k.start: k for k in KINDS}
 STOPS = {k.stop for k in KINDS}
 HEAL = "heal"  # the fault runner's final event: every fault healed (value: what each package did)

@@ -13,16 +13,15 @@ Run directory (as `harness run`'s, plus two files):
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from dataclasses import replace
 from typing import Any, Callable
 
-from confluent_kafka import ElectionType, KafkaException, TopicPartition
+from confluent_kafka import ElectionType, KafkaException
 
-from harness.cluster import KafkaCluster
+from harness.cluster import KafkaCluster, leadership
 from harness.errors import HarnessError
 from harness.history import Recorder
 from harness.history.faults import CUT as CUT_FAULT, KILL
@@ -221,36 +220,19 @@ class ScenarioContext:
     # --- elections and placement ----------------------------------------------------------------------
     def elect(self, kind: ElectionType) -> str:
         """AdminClient.elect_leaders (Kafka >= 2.4); returns and records the broker's answer."""
-        try:
-            fut = self.cluster.admin().elect_leaders(kind, [TopicPartition(self.topic, 0)])  # confluent-kafka 2.16 raises SystemError on any timeout kwarg
-            answer = {f"{tp.topic}-{tp.partition}": (str(err) if err else "ok") for tp, err in fut.result(timeout=20).items()}
-            text = json.dumps(answer)
-        except Exception as exc:  # the answer (often ELECTION_NOT_NEEDED or ELIGIBLE_LEADERS_NOT_AVAILABLE) is evidence
-            text = f"{type(exc).__name__}: {exc}"
+        _, text = leadership.elect(self.cluster, kind.name, self.topic, 0)
         self.step(f"elect leaders ({kind.name})", "elect", kind=kind.name, answer=text[:500])
         return text
 
     def tool(self, node: Node, main: str, args: str, timeout_s: int = 90) -> tuple[int, str]:
         """Run one of Kafka's command-line tools inside `node`'s container."""
-        from harness.cluster.broker_config import KAFKA_LIBS
-        from harness.cluster.node import JDK17_OPENS
-
-        code, out = node.exec(f"timeout {timeout_s} java -Xmx192m {JDK17_OPENS} -cp '{KAFKA_LIBS}/*' {main} {args} 2>&1")
-        return code, out
+        return leadership.run_tool(node, main, args, timeout_s)
 
     def reorder_replicas(self, order: list[Node], via: Node) -> None:
         """Change the partition's replica order (the preferred leader is the first) with Kafka's
-        ReassignPartitionsCommand, run inside `via` (ZooKeeper-era: against ZooKeeper)."""
+        ReassignPartitionsCommand (harness/cluster/leadership.py; KRaft: run inside `via`)."""
         ids = [n.node_id for n in order]
-        plan = json.dumps({"version": 1, "partitions": [{"topic": self.topic, "partition": 0, "replicas": ids}]})
-        path = "/opt/harness/node/reassign.json"
-        via.exec(f"cat > {path} <<'EOF'\n{plan}\nEOF")
-        if self.cluster.is_kraft or self.at_least("2.5"):
-            main = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand" if self.at_least("3.5") else "kafka.admin.ReassignPartitionsCommand"
-            target = f"--bootstrap-server {via.hostname}:9092"
-        else:
-            main, target = "kafka.admin.ReassignPartitionsCommand", "--zookeeper zookeeper:2181"
-        code, out = self.tool(via, main, f"{target} --reassignment-json-file {path} --execute")
+        code, out = leadership.reorder_replicas(self.cluster, self.version, self.topic, 0, ids, via=via)
         self.step(f"reorder replicas to {ids}", "reassign", replicas=ids, exit_code=code, output=out.strip()[-600:])
         if code != 0:
             self.fail(f"ReassignPartitionsCommand exited {code}: {out.strip()[-300:]}")
@@ -258,11 +240,9 @@ class ScenarioContext:
     def preferred_election(self, via: Node) -> str:
         if self.at_least("2.4"):
             return self.elect(ElectionType.PREFERRED)
-        path = "/opt/harness/node/elect.json"
-        via.exec(f"cat > {path} <<'EOF'\n" + json.dumps({"partitions": [{"topic": self.topic, "partition": 0}]}) + "\nEOF")
-        code, out = self.tool(via, "kafka.admin.PreferredReplicaLeaderElectionCommand", f"--zookeeper zookeeper:2181 --path-to-json-file {path}")
-        self.step("preferred leader election (PreferredReplicaLeaderElectionCommand)", "elect", kind="PREFERRED", exit_code=code,
-                  answer=out.strip()[-500:])
+        ok, out = leadership.elect_preferred(self.cluster, self.version, self.topic, 0)
+        self.step("preferred leader election (PreferredReplicaLeaderElectionCommand)", "elect", kind="PREFERRED",
+                  exit_code=0 if ok else 1, answer=out)
         return out
 
     # --- network -------------------------------------------------------------------------------------

@@ -1,0 +1,92 @@
+"""Planned leader changes: reorder a partition's replicas, run a preferred leader election.
+
+A preferred election moves a partition's leadership to the first replica of its assignment while
+the old leader stays in the ISR, unlike a broker's death (the controller takes a dead broker out of
+every ISR). KIP-279's fast fail-over needs exactly that: a leader change that leaves the old leader
+electable. Used by the scripted KIP-279 scenario and by the `transfer` nemesis package.
+
+ZooKeeper-era clusters are driven through ZooKeeper with Kafka's own tools, run inside the
+ZooKeeper container (a network fault never cuts a broker's container off from itself or ZooKeeper's
+from its own port); from 2.4 the election is AdminClient.elect_leaders (KIP-460), and from 2.5 the
+reassignment tool talks to a broker (KIP-455).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from harness.cluster.broker_config import KAFKA_LIBS
+from harness.provision.kafka_jars import parse_version
+
+if TYPE_CHECKING:
+    from harness.cluster.kafka_cluster import KafkaCluster
+    from harness.cluster.node import Node
+
+
+def at_least(version: str, floor: str) -> bool:
+    """Whether `version` is `floor` or later ("3.5" means 3.5.0)."""
+    return parse_version(version) >= parse_version(floor + ".0" * (2 - floor.count(".")))
+
+
+def run_tool(node: "Node", main: str, args: str, timeout_s: int = 90) -> tuple[int, str]:
+    """Run one of Kafka's command-line tools (a JVM: 2-6 s on the 2-core machine) inside `node`'s
+    container; return its exit code and output."""
+    from harness.cluster.node import JDK17_OPENS
+
+    return node.exec(f"timeout {timeout_s} java -Xmx192m {JDK17_OPENS} -cp '{KAFKA_LIBS}/*' {main} {args} 2>&1")
+
+
+def tool_node(cluster: "KafkaCluster", via: "Node | None" = None) -> "Node":
+    """Where the tools run: ZooKeeper's container on ZooKeeper-era clusters, else `via` (a live broker)."""
+    if cluster.zookeeper is not None:
+        return cluster.zookeeper
+    assert via is not None, "a KRaft cluster's tools need a live broker to run in"
+    return via
+
+
+def reorder_replicas(cluster: "KafkaCluster", version: str, topic: str, partition: int, ids: list[int],
+                     via: "Node | None" = None, timeout_s: int = 90) -> tuple[int, str]:
+    """Rewrite the partition's replica order (same replicas; the first becomes the preferred leader)
+    with Kafka's ReassignPartitionsCommand. Returns its exit code and output."""
+    node = tool_node(cluster, via)
+    plan = json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": partition, "replicas": ids}]})
+    path = "/opt/harness/node/reassign.json"
+    node.exec(f"cat > {path} <<'EOF'\n{plan}\nEOF")
+    if cluster.zookeeper is None:
+        main = ("org.apache.kafka.tools.reassign.ReassignPartitionsCommand" if at_least(version, "3.5")
+                else "kafka.admin.ReassignPartitionsCommand")
+        target = f"--bootstrap-server {node.hostname}:9092"
+    else:
+        main, target = "kafka.admin.ReassignPartitionsCommand", "--zookeeper localhost:2181"
+    return run_tool(node, main, f"{target} --reassignment-json-file {path} --execute", timeout_s)
+
+
+def elect(cluster: "KafkaCluster", kind: str, topic: str, partition: int) -> tuple[bool, str]:
+    """AdminClient.elect_leaders (Kafka >= 2.4) of one partition, `kind` PREFERRED or UNCLEAN;
+    returns (the brokers answered, their answer as text)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import ElectionType
+
+    try:
+        fut = cluster.admin().elect_leaders(ElectionType[kind], [TopicPartition(topic, partition)])
+        answer = {f"{tp.topic}-{tp.partition}": (str(err) if err else "ok")
+                  for tp, err in fut.result(timeout=20).items()}  # confluent-kafka 2.16 raises SystemError on a timeout kwarg
+        return True, json.dumps(answer)
+    except Exception as exc:  # the answer (often ELECTION_NOT_NEEDED or ELIGIBLE_LEADERS_NOT_AVAILABLE) is evidence
+        return False, f"{type(exc).__name__}: {exc}"
+
+
+def elect_preferred(cluster: "KafkaCluster", version: str, topic: str, partition: int,
+                    timeout_s: int = 90) -> tuple[bool, str]:
+    """Ask for a preferred leader election of one partition; returns (request accepted, the answer).
+    An accepted request may still elect nobody new: the answer says so on 2.4+ (ELECTION_NOT_NEEDED,
+    PREFERRED_LEADER_NOT_AVAILABLE); ZooKeeper-era tools only say the request was written."""
+    if at_least(version, "2.4"):
+        return elect(cluster, "PREFERRED", topic, partition)
+    node = tool_node(cluster)
+    path = "/opt/harness/node/elect.json"
+    node.exec(f"cat > {path} <<'EOF'\n" + json.dumps({"partitions": [{"topic": topic, "partition": partition}]}) + "\nEOF")
+    code, out = run_tool(node, "kafka.admin.PreferredReplicaLeaderElectionCommand",
+                         f"--zookeeper localhost:2181 --path-to-json-file {path}", timeout_s)
+    return code == 0, out.strip()[-500:]

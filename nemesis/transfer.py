@@ -1,0 +1,184 @@
+"""Leadership transfer: a planned leader change, the one that leaves the old leader in the ISR.
+
+Every other package changes a leader by taking a broker away, and the controller takes a dead or
+expired broker out of every ISR, so the old leader cannot be elected again until it has caught up
+with the new leader (and truncated to it). A preferred leader election (an operator's routine, and
+what `auto.leader.rebalance.enable` does every 5 minutes after a rolling restart) moves leadership
+while the old leader stays in the ISR. KIP-279 names that as the one leader change that can come
+back to back with another: "we cannot have more than one back-to-back leader change due to
+preferred leader election such that leader is not pushed out of the ISR". Redpanda's and Jepsen's
+Redpanda tests inject leadership transfers for the same reason.
+
+`transfer` start, for a random workload partition with leader A and a random in-sync follower B:
+
+1. reorder the replicas so that B is first and A second (ReassignPartitionsCommand; the same
+   replicas, no data moves), unless they already are;
+2. on a seeded coin (`cut`), cut A and B apart both ways (iptables, chains KH_XFER_*): A cannot
+   ask B where its epoch ends and truncate, which is the window KIP-279 describes;
+3. a preferred leader election of that partition: B leads, A follows (recorded `transfer-leader`,
+   and `transferred` with the leader seen within `window_s`);
+4. on a seeded coin (`kill_after_s` not None), kill B that many seconds after it was seen leading,
+   and wait for the next leader: with A second in the replica order and still in the ISR, the
+   controller elects A, whose log may still hold its own tail past B's (KIP-279 scenario 1).
+
+Stop heals the cut and restarts B: B then follows A and truncates by epoch (on 1.1 to the start of
+A's next epoch, keeping its own records below it: the divergence KIP-279 fixed in 2.0).
+
+Replay: the start's value keeps `targets` [A, B], the `partition`, `cut` and `kill_after_s`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import Any
+
+from harness.cluster import leadership
+from harness.history.faults import KILL, PARTITION, TRANSFER
+from nemesis import net
+from nemesis.flap import KillSequence
+
+log = logging.getLogger("nemesis")
+
+TAG = "XFER"
+
+
+class TransferNemesis(KillSequence):
+    """A preferred election to an in-sync follower, maybe with the two cut apart, maybe then its death."""
+
+    name = "transfer"
+    faults = (TRANSFER, PARTITION, KILL)
+    option_names = ("window_s", "max_kill_after_s", "cut_probability", "kill_probability")
+    replay_keys = ("target", "targets", "partition", "cut", "kill_after_s")
+
+    def __init__(self, window_s: float = 20.0, max_kill_after_s: float = 5.0,
+                 cut_probability: float = 0.5, kill_probability: float = 0.5) -> None:
+        super().__init__()
+        # window: a ZooKeeper-era controller notices a SIGKILLed leader when its session expires
+        # (6 s), KRaft after broker.session.timeout.ms (9 s); a JVM tool takes 2-6 s under load.
+        # kill after: below replica.lag.time.max.ms (10 s before 2.5), so that B has not yet taken
+        # the cut-off A out of the ISR when B dies.
+        self.window_s, self.max_kill_after_s = window_s, max_kill_after_s
+        self.cut_probability, self.kill_probability = cut_probability, kill_probability
+        self.cut_pair: list[int] = []
+
+    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+        if action != "start":
+            return self.teardown()
+        assert self.cluster is not None and self.topic is not None
+        look = self.look()
+        replayed = self.recorded(params)
+        value: dict[str, Any] = {"target": "leader", "targets": [], "step": "transfer: to an in-sync follower"}
+        if replayed is not None:
+            pair, partition = replayed[:2], self.partition_of(params.get("partition"))
+            why = None if len(pair) == 2 and partition is not None else "the replayed event names no pair of brokers"
+            value["replay"] = "recorded targets"
+        else:
+            pair, partition, why = self.choose(look, rng)
+        if why is not None:
+            return self.skip(TRANSFER.start, {**value, "roles": {}}, why)
+        old, new = pair
+        value.update(targets=[old.node_id, new.node_id], partition=f"{self.topic}-{partition}")
+        if replayed is not None:
+            cut, kill_after = bool(params.get("cut")), params.get("kill_after_s")
+        else:
+            cut = rng.random() < self.cut_probability
+            kill_after = round(rng.uniform(0.0, self.max_kill_after_s), 3) if rng.random() < self.kill_probability else None
+        value.update(cut=cut, kill_after_s=kill_after, roles=self.roles([old, new]))
+        replicas = look.replicas.get(partition) or sorted(b.node_id for b in self.brokers)
+        order = [new.node_id, old.node_id] + [i for i in replicas if i not in (new.node_id, old.node_id)]
+        if replicas[:2] != order[:2]:
+            value["reordered"] = self.reorder(partition, order, new)
+        if cut:
+            self.cut(old, new, value["partition"])
+        began = time.monotonic()
+        accepted, answer = leadership.elect_preferred(self.cluster, self.version, self.topic, partition)
+        value.update(elected=accepted, answer=answer[-300:])
+        self.record(TRANSFER.start, value)
+        leader = self.wait_leader(partition, lambda seen: seen == new.node_id, began)
+        self.record(TRANSFER.stop, {"targets": value["targets"], "partition": value["partition"], "leader": leader,
+                                    "after_s": round(time.monotonic() - began, 3)})
+        out = {k: v for k, v in value.items() if k != "step"}
+        out["leader"] = leader
+        if kill_after is None:
+            return out
+        kill = {"target": "new-leader", "targets": [new.node_id], "partition": value["partition"],
+                "roles": {str(new.node_id): [f"leader:{value['partition']}"] if leader == new.node_id else []},
+                "step": "transfer: the new leader, seconds after the transfer"}
+        if leader != new.node_id:
+            self.skip(KILL.start, kill, f"{value['partition']} was not led by {new.node_id} after the election (leader {leader})")
+            return out
+        self.wait_until(time.monotonic() + float(kill_after))
+        self.kill(new, kill)
+        struck = time.monotonic()
+        out["next_leader"] = self.wait_leader(partition, lambda seen: seen >= 0 and seen not in self.victims, struck)
+        return out
+
+    def teardown(self) -> dict[str, Any]:
+        healed = self.heal()
+        value = super().teardown()
+        return {**value, "healed_cut": healed}
+
+    # --- steps -----------------------------------------------------------------------------------
+    @property
+    def version(self) -> str:
+        assert self.cluster is not None and self.cluster.distribution is not None
+        return self.cluster.distribution.version
+
+    def choose(self, look: Any, rng: random.Random) -> tuple[list[Any], int | None, str | None]:
+        """A random partition with a leader and an in-sync follower, and one of those followers."""
+        if look.error is not None:
+            return [], None, look.error
+        candidates = {p: [i for i in look.isrs.get(p, []) if i != leader]
+                      for p, leader in look.leaders.items() if leader >= 0}
+        candidates = {p: f for p, f in candidates.items() if f}
+        if not candidates:
+            return [], None, f"no partition of {look.topic} has a leader and an in-sync follower (leaders {look.leaders}, ISRs {look.isrs})"
+        partition = rng.choice(sorted(candidates))
+        assert self.cluster is not None
+        old, new = self.cluster.node(look.leaders[partition]), self.cluster.node(rng.choice(sorted(candidates[partition])))
+        return [old, new], partition, None
+
+    def reorder(self, partition: int, order: list[int], via: Any) -> dict[str, Any]:
+        """Make `order` the partition's replica order and wait (bounded) until the metadata shows it."""
+        assert self.cluster is not None and self.topic is not None
+        began = time.monotonic()
+        code, out = leadership.reorder_replicas(self.cluster, self.version, self.topic, partition, order, via=via)
+        seen: list[int] | None = None
+        while time.monotonic() - began < self.window_s:
+            seen = self.fresh_look().replicas.get(partition)
+            if seen and seen[:2] == order[:2]:
+                break
+            time.sleep(self.poll_s)
+        return {"replicas": order, "exit_code": code, "seen": seen, "took_s": round(time.monotonic() - began, 3),
+                **({"output": out.strip()[-300:]} if code != 0 else {})}
+
+    def cut(self, old: Any, new: Any, partition: str) -> None:
+        net.drop_from(old, [new], TAG)
+        net.drop_from(new, [old], TAG)
+        self.cut_pair = [old.node_id, new.node_id]
+        self.record(PARTITION.start, {"target": "transfer-pair", "targets": self.cut_pair, "partition": partition,
+                                      "grudge": {str(old.node_id): [new.node_id], str(new.node_id): [old.node_id]},
+                                      "step": "transfer: the old and the new leader cut apart"})
+
+    def heal(self) -> list[int]:
+        healed, self.cut_pair = self.cut_pair, []
+        if healed:
+            assert self.cluster is not None
+            for node_id in healed:
+                net.heal(self.cluster.node(node_id), TAG)
+            self.record(PARTITION.stop, {"targets": healed, "step": "transfer: the cut healed"})
+        return healed
+
+    def wait_leader(self, partition: int, wanted: Any, since: float) -> int | None:
+        """Poll the live brokers until the partition's leader is `wanted` (bounded by window_s);
+        the leader last seen (-1: none, None: no answer)."""
+        leader: int | None = None
+        while time.monotonic() - since < self.window_s:
+            look = self.fresh_look()
+            leader = look.leaders.get(partition, -1) if look.error is None else None
+            if leader is not None and wanted(leader):
+                break
+            time.sleep(self.poll_s)
+        return leader
