@@ -1,0 +1,150 @@
+"""The `transfer` package (nemesis/transfer.py): a preferred leader election to an in-sync follower,
+maybe with the two cut apart first, maybe with the new leader killed seconds later.
+
+First without Docker, on the flap tests' stand-in cluster taught to reorder replicas and hold
+preferred elections: what is chosen, recorded, repeated by a seed and by a replay, and healed.
+Then once on a real 1.1.1 cluster (the ZooKeeper-era tools, run in ZooKeeper's container): the
+leadership moves to the follower, and after its death back to the old leader, which the transfer
+left in the ISR: the leader change KIP-279 names."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from harness.history.faults import KILL, PARTITION, SKIPPED, TRANSFER
+from nemesis import transfer as transfer_module
+from nemesis.transfer import TransferNemesis
+from tests.test_nemesis_flap import Cluster, Events, fast
+
+
+class Dist:
+    version = "1.1.1"
+
+
+class Stand(Cluster):
+    """The flap tests' cluster, with a replica order per partition and preferred elections."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.distribution, self.zookeeper = Dist(), None
+        self.order = {p: [leader] + [i for i in (1, 2, 3) if i != leader] for p, leader in self.leaders.items()}
+        self.cuts: list[tuple[int, list[int]]] = []
+
+    def _views(self):
+        views = super()._views()
+        for view in views.values():
+            for p, state in view.topics["queue"].items():
+                state["replicas"] = list(self.order[p])
+        return views
+
+
+@pytest.fixture
+def stand(monkeypatch):
+    cluster = Stand()
+
+    def reorder(c, version, topic, partition, ids, via=None, timeout_s=90):
+        c.order[partition] = list(ids)
+        return 0, "ok"
+
+    def elect(c, version, topic, partition, timeout_s=90):
+        first = c.order[partition][0]
+        if first in c.alive and first in c.isrs[partition]:
+            c.leaders[partition] = first
+        return True, "Successfully started preferred replica election"
+
+    monkeypatch.setattr(transfer_module.leadership, "reorder_replicas", reorder)
+    monkeypatch.setattr(transfer_module.leadership, "elect_preferred", elect)
+    monkeypatch.setattr(transfer_module.net, "drop_from", lambda node, peers, tag: cluster.cuts.append((node.node_id, [p.node_id for p in peers])))
+    monkeypatch.setattr(transfer_module.net, "heal", lambda node, tag: cluster.cuts.append((node.node_id, [])))
+    return cluster
+
+
+def nemesis(cluster, events, **kw) -> TransferNemesis:
+    return fast(TransferNemesis(window_s=1.0, max_kill_after_s=0.01, **kw), cluster).setup(cluster, events, "queue")
+
+
+def test_a_transfer_moves_the_leadership_to_an_in_sync_follower_and_records_it(stand):
+    events = Events()
+    value = nemesis(stand, events, cut_probability=0.0, kill_probability=0.0).invoke("start", {}, random.Random(1))
+    old, new = value["targets"]
+    partition = int(value["partition"].rsplit("-", 1)[1])
+    assert old != new and stand.leaders[partition] == new == value["leader"]
+    assert stand.order[partition][:2] == [new, old] and value["reordered"]["seen"][:2] == [new, old]
+    assert [f for f, _ in events] == [TRANSFER.start, TRANSFER.stop]
+    start, stop = events[0][1], events[1][1]
+    assert start["targets"] == [old, new] and f"leader:queue-{partition}" in start["roles"][str(old)]
+    assert stop["leader"] == new and stop["targets"] == [old, new]
+    assert value["cut"] is False and value["kill_after_s"] is None and stand.hits == [] and stand.cuts == []
+
+
+def test_the_full_sequence_cuts_the_pair_kills_the_new_leader_and_the_old_one_leads_again(stand):
+    events = Events()
+    trans = nemesis(stand, events, cut_probability=1.0, kill_probability=1.0)
+    value = trans.invoke("start", {}, random.Random(4))
+    old, new = value["targets"]
+    assert stand.cuts == [(old, [new]), (new, [old])]
+    assert [f for f, _ in events] == [PARTITION.start, TRANSFER.start, TRANSFER.stop, KILL.start]
+    assert events[3][1]["targets"] == [new] and events[3][1]["target"] == "new-leader"
+    assert stand.hits == [("kill", new)] and value["next_leader"] == old  # old is second in the order, in the ISR
+    healed = trans.invoke("stop", {}, random.Random(4))
+    assert healed["healed_cut"] == [old, new] and healed["targets"] == [new] and stand.alive == {1, 2, 3}
+    assert [f for f, _ in events[4:]] == [PARTITION.stop, KILL.stop]
+
+
+def test_transfers_are_seeded_and_a_replay_repeats_the_pair_and_the_coins(stand):
+    runs = []
+    for _ in range(2):
+        cluster, events = Stand(), Events()
+        stand.__dict__.update(cluster.__dict__)  # the patched tools act on `stand`: reset it
+        value = nemesis(stand, events).invoke("start", {}, random.Random(11))
+        runs.append((value["targets"], value["partition"], value["cut"], value["kill_after_s"], list(stand.hits)))
+    assert runs[0] == runs[1]
+    params = TransferNemesis().replay_params({**value, "cut": True, "kill_after_s": 0.0})
+    assert set(params) == {"target", "targets", "partition", "cut", "kill_after_s"}
+    stand.__dict__.update(Stand().__dict__)
+    events = Events()
+    replayed = nemesis(stand, events).invoke("start", params, random.Random(99))
+    assert replayed["targets"] == value["targets"] and replayed["partition"] == value["partition"]
+    assert replayed["cut"] is True and stand.hits == [("kill", value["targets"][1])]
+
+
+def test_a_partition_without_an_in_sync_follower_is_skipped_with_the_reason(stand):
+    stand.isrs = {p: [leader] for p, leader in stand.leaders.items()}
+    stand.catching_up.clear()
+    events = Events()
+    value = nemesis(stand, events).invoke("start", {}, random.Random(1))
+    assert events[-1][0] == SKIPPED and "in-sync follower" in value["skipped"] and value["fault"] == TRANSFER.start
+    assert stand.hits == [] and stand.cuts == []
+
+
+@pytest.mark.slow
+def test_on_1_1_1_the_transfer_keeps_the_old_leader_in_the_isr_and_it_leads_after_the_new_one_dies(prepared):
+    from confluent_kafka.admin import NewTopic
+
+    from harness.cluster import KafkaCluster
+
+    with KafkaCluster(brokers=3, kafka_version="1.1.1") as cluster:
+        admin = cluster.admin()
+        admin.create_topics([NewTopic("queue", num_partitions=1, replication_factor=3,
+                                      config={"min.insync.replicas": "2"})])["queue"].result(timeout=60)
+        events = Events()
+        trans = TransferNemesis().setup(cluster, events, "queue")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(trans.fresh_look().isrs.get(0, [])) < 3:
+            time.sleep(0.5)
+        look = trans.fresh_look()
+        old = look.leaders[0]
+        new = next(i for i in look.replicas[0] if i != old)
+        value = trans.invoke("start", {"targets": [old, new], "partition": "queue-0", "cut": True, "kill_after_s": 0.5},
+                             random.Random(1))
+        try:
+            assert value["elected"] is True, value["answer"]
+            assert value["leader"] == new, f"the preferred election did not move queue-0 to {new}: {value}"
+            assert value["next_leader"] == old, f"after {new}'s death the leader was {value['next_leader']}, not {old}"
+            assert [f for f, _ in events] == [PARTITION.start, TRANSFER.start, TRANSFER.stop, KILL.start]
+        finally:
+            healed = trans.invoke("stop", {}, random.Random(1))
+        assert healed["healed_cut"] == [old, new] and healed["targets"] == [new]
