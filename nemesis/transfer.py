@@ -11,20 +11,23 @@ Redpanda tests inject leadership transfers for the same reason.
 
 `transfer` start, for a random workload partition with leader A and a random in-sync follower B:
 
-1. reorder the replicas so that B is first and A second (ReassignPartitionsCommand; the same
-   replicas, no data moves), unless they already are;
+1. reorder the replicas so that B is first (ReassignPartitionsCommand; the same replicas, no data
+   moves) and, on a seeded coin (`old_second`), A second, else the other follower second;
 2. on a seeded coin (`cut`), cut A and B apart both ways (iptables, chains KH_XFER_*): A cannot
    ask B where its epoch ends and truncate, which is the window KIP-279 describes;
 3. a preferred leader election of that partition: B leads, A follows (recorded `transfer-leader`,
    and `transferred` with the leader seen within `window_s`);
 4. on a seeded coin (`kill_after_s` not None), kill B that many seconds after it was seen leading,
    and wait for the next leader: with A second in the replica order and still in the ISR, the
-   controller elects A, whose log may still hold its own tail past B's (KIP-279 scenario 1).
+   controller elects the second replica of the order if it is in the ISR: A, whose log may still hold
+   its own tail past B's (KIP-279 scenario 1), or the other follower, which before 0.11 truncated
+   to its own high watermark when it began following B (KIP-101 scenario 1).
 
 Stop heals the cut and restarts B: B then follows A and truncates by epoch (on 1.1 to the start of
 A's next epoch, keeping its own records below it: the divergence KIP-279 fixed in 2.0).
 
-Replay: the start's value keeps `targets` [A, B], the `partition`, `cut` and `kill_after_s`.
+Replay: the start's value keeps `targets` [A, B], the `partition`, `old_second`, `cut` and
+`kill_after_s`.
 """
 
 from __future__ import annotations
@@ -49,17 +52,18 @@ class TransferNemesis(KillSequence):
 
     name = "transfer"
     faults = (TRANSFER, PARTITION, KILL)
-    option_names = ("window_s", "max_kill_after_s", "cut_probability", "kill_probability")
-    replay_keys = ("target", "targets", "partition", "cut", "kill_after_s")
+    option_names = ("window_s", "max_kill_after_s", "old_second_probability", "cut_probability", "kill_probability")
+    replay_keys = ("target", "targets", "partition", "old_second", "cut", "kill_after_s")
 
     def __init__(self, window_s: float = 20.0, max_kill_after_s: float = 5.0,
-                 cut_probability: float = 0.5, kill_probability: float = 0.5) -> None:
+                 old_second_probability: float = 0.5, cut_probability: float = 0.5, kill_probability: float = 0.5) -> None:
         super().__init__()
         # window: a ZooKeeper-era controller notices a SIGKILLed leader when its session expires
         # (6 s), KRaft after broker.session.timeout.ms (9 s); a JVM tool takes 2-6 s under load.
         # kill after: below replica.lag.time.max.ms (10 s before 2.5), so that B has not yet taken
         # the cut-off A out of the ISR when B dies.
         self.window_s, self.max_kill_after_s = window_s, max_kill_after_s
+        self.old_second_probability = old_second_probability
         self.cut_probability, self.kill_probability = cut_probability, kill_probability
         self.cut_pair: list[int] = []
 
@@ -82,12 +86,15 @@ class TransferNemesis(KillSequence):
         value.update(targets=[old.node_id, new.node_id], partition=f"{self.topic}-{partition}")
         if replayed is not None:
             cut, kill_after = bool(params.get("cut")), params.get("kill_after_s")
+            old_second = bool(params.get("old_second", True))
         else:
+            old_second = rng.random() < self.old_second_probability
             cut = rng.random() < self.cut_probability
             kill_after = round(rng.uniform(0.0, self.max_kill_after_s), 3) if rng.random() < self.kill_probability else None
-        value.update(cut=cut, kill_after_s=kill_after, roles=self.roles([old, new]))
+        value.update(old_second=old_second, cut=cut, kill_after_s=kill_after, roles=self.roles([old, new]))
         replicas = look.replicas.get(partition) or sorted(b.node_id for b in self.brokers)
-        order = [new.node_id, old.node_id] + [i for i in replicas if i not in (new.node_id, old.node_id)]
+        others = [i for i in replicas if i not in (new.node_id, old.node_id)]
+        order = [new.node_id] + ([old.node_id] + others if old_second else others[:1] + [old.node_id] + others[1:])
         if replicas[:2] != order[:2]:
             value["reordered"] = self.reorder(partition, order, new)
         if cut:

@@ -33,6 +33,11 @@ class Stand(Cluster):
         self.order = {p: [leader] + [i for i in (1, 2, 3) if i != leader] for p, leader in self.leaders.items()}
         self.cuts: list[tuple[int, list[int]]] = []
 
+    def broker_views(self):
+        """Elections follow the replica order, as a controller's do."""
+        self.isrs = {p: sorted(isr, key=self.order[p].index) for p, isr in self.isrs.items()}
+        return super().broker_views()
+
     def _views(self):
         views = super()._views()
         for view in views.values():
@@ -82,7 +87,7 @@ def test_a_transfer_moves_the_leadership_to_an_in_sync_follower_and_records_it(s
 
 def test_the_full_sequence_cuts_the_pair_kills_the_new_leader_and_the_old_one_leads_again(stand):
     events = Events()
-    trans = nemesis(stand, events, cut_probability=1.0, kill_probability=1.0)
+    trans = nemesis(stand, events, old_second_probability=1.0, cut_probability=1.0, kill_probability=1.0)
     value = trans.invoke("start", {}, random.Random(4))
     old, new = value["targets"]
     assert stand.cuts == [(old, [new]), (new, [old])]
@@ -103,12 +108,21 @@ def test_transfers_are_seeded_and_a_replay_repeats_the_pair_and_the_coins(stand)
         runs.append((value["targets"], value["partition"], value["cut"], value["kill_after_s"], list(stand.hits)))
     assert runs[0] == runs[1]
     params = TransferNemesis().replay_params({**value, "cut": True, "kill_after_s": 0.0})
-    assert set(params) == {"target", "targets", "partition", "cut", "kill_after_s"}
+    assert set(params) == {"target", "targets", "partition", "old_second", "cut", "kill_after_s"}
     stand.__dict__.update(Stand().__dict__)
     events = Events()
     replayed = nemesis(stand, events).invoke("start", params, random.Random(99))
     assert replayed["targets"] == value["targets"] and replayed["partition"] == value["partition"]
     assert replayed["cut"] is True and stand.hits == [("kill", value["targets"][1])]
+
+
+def test_without_the_old_leader_second_the_other_follower_leads_after_the_new_leader_dies(stand):
+    value = nemesis(stand, Events(), old_second_probability=0.0, kill_probability=1.0).invoke("start", {}, random.Random(3))
+    old, new = value["targets"]
+    other = ({1, 2, 3} - {old, new}).pop()
+    partition = int(value["partition"].rsplit("-", 1)[1])
+    assert stand.order[partition] == [new, other, old] and value["old_second"] is False
+    assert value["next_leader"] == other
 
 
 def test_a_partition_without_an_in_sync_follower_is_skipped_with_the_reason(stand):
@@ -138,7 +152,8 @@ def test_on_1_1_1_the_transfer_keeps_the_old_leader_in_the_isr_and_it_leads_afte
         look = trans.fresh_look()
         old = look.leaders[0]
         new = next(i for i in look.replicas[0] if i != old)
-        value = trans.invoke("start", {"targets": [old, new], "partition": "queue-0", "cut": True, "kill_after_s": 0.5},
+        value = trans.invoke("start", {"targets": [old, new], "partition": "queue-0", "old_second": True, "cut": True,
+                                       "kill_after_s": 0.5},
                              random.Random(1))
         try:
             assert value["elected"] is True, value["answer"]
