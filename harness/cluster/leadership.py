@@ -65,8 +65,7 @@ def reorder_replicas(cluster: "KafkaCluster", version: str, topic: str, partitio
 def elect(cluster: "KafkaCluster", kind: str, topic: str, partition: int) -> tuple[bool, str]:
     """AdminClient.elect_leaders (Kafka >= 2.4) of one partition, `kind` PREFERRED or UNCLEAN;
     returns (the brokers answered, their answer as text)."""
-    from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import ElectionType
+    from confluent_kafka import ElectionType, TopicPartition
 
     try:
         fut = cluster.admin().elect_leaders(ElectionType[kind], [TopicPartition(topic, partition)])
