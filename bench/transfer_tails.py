@@ -9,6 +9,8 @@ from which offset (its log end then). KIP-279's divergence needs the next leader
 log ending past X: A's **tail**, records B never had. With acks=all a broker reads a connection's
 next request only after answering the last one, so a producer can leave at most the one request
 that waits for the cut-off follower on A; this prints how often a transfer got any tail at all.
+The divergence also needs B to write during its leadership: `B_wrote` is B's log end when it
+reloaded the log after its restart ("Completed load of log ... log end offset E") minus `B_from`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,26 @@ STARTS = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] .*\[Partition 
                     r"Leader Epoch (\d+) from offset (\d+)")
 
 
+LOADED = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] .*\[Log partition=(\S+), dir=\S+\] Completed load of "
+                    r"log with \d+ segments, log start offset \d+ and log end offset (\d+)")
+
+
+def log_end_after(run: Path, broker: int, partition: str, after: dt.datetime) -> int | None:
+    """The log end offset `broker` found when it next loaded `partition` after `after` (its restart)."""
+    log = run / "brokers" / str(broker) / "server.log"
+    if not log.exists():
+        return None
+    for line in log.read_text(errors="replace").splitlines():
+        m = LOADED.match(line)
+        if m and m[2] == partition and _when(m[1]) > after:
+            return int(m[3])
+    return None
+
+
+def _when(text: str) -> dt.datetime:
+    return dt.datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=dt.timezone.utc)
+
+
 def epoch_starts(run: Path) -> list[tuple[dt.datetime, str, int, int, int]]:
     """(when, partition, broker, epoch, start offset) from every broker's server.log, in time order."""
     out = []
@@ -30,8 +52,7 @@ def epoch_starts(run: Path) -> list[tuple[dt.datetime, str, int, int, int]]:
         for line in log.read_text(errors="replace").splitlines():
             m = STARTS.match(line)
             if m:
-                when = dt.datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=dt.timezone.utc)
-                out.append((when, m[2], int(m[3]), int(m[4]), int(m[5])))
+                out.append((_when(m[1]), m[2], int(m[3]), int(m[4]), int(m[5])))
     return sorted(out)
 
 
@@ -57,6 +78,8 @@ def transfers(run: Path) -> list[dict]:
                 row["next"], row["next_epoch"], row["next_from"] = nxt[2], nxt[3], nxt[4]
                 # Without the cut A truncated to B and refetched: its log end then is catch-up, not a tail.
                 row["tail"] = nxt[4] - b_start[4] if nxt[2] == old and v.get("cut") else None
+                end = log_end_after(run, new, part, b_start[0])
+                row["B_wrote"] = end - b_start[4] if end is not None else None
         rows.append(row)
     return rows
 
@@ -67,13 +90,14 @@ def main() -> None:
     args = parser.parse_args()
     rows = [r for run in args.runs for r in transfers(run)]
     cols = ["run", "at_s", "partition", "A", "B", "cut", "kill_after_s", "old_second", "B_epoch", "B_from",
-            "next", "next_epoch", "next_from", "tail"]
+            "next", "next_epoch", "next_from", "tail", "B_wrote"]
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:
         print("| " + " | ".join(str(r.get(c, "–")) for c in cols) + " |")
     full = [r for r in rows if r["cut"] and r.get("next") is not None and r["next"] == r["A"]]
     print(f"\n{len(rows)} transfers; {len(full)} cut, killed and followed by A; "
-          f"{sum(1 for r in full if (r.get('tail') or 0) > 0)} of those left A a tail past B's epoch start")
+          f"{sum(1 for r in full if (r.get('tail') or 0) > 0)} of those left A a tail past B's epoch start; "
+          f"{sum(1 for r in full if (r.get('tail') or 0) > 0 and (r.get('B_wrote') or 0) > 0)} of those with writes by B")
 
 
 if __name__ == "__main__":
