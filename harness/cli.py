@@ -123,6 +123,10 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 @click.option("--drain-timeout", default=D["drain_timeout"], show_default=True, type=float, help="Seconds the final drain may take.")
 @click.option("--allow-worker-errors", is_flag=True, default=D["allow_worker_errors"],
               help="A client worker that dies does not make the verdict unknown (for runs meant to kill clients).")
+@click.option("--compare-replicas", is_flag=True, default=D["compare_replicas"],
+              help="After the drain, dump every replica with DumpLogSegments and compare them offset by offset: replicas "
+                   "that hold different values at one offset are a forbidden anomaly without unclean election "
+                   "(replicas.json; one JVM per replica, ~1 min for 24).")
 @click.option("--kafka-version", default=D["kafka_version"], help="Kafka release (default: the pinned 4.x).")
 @click.option("--nemesis", default=D["nemesis"], show_default=True, help="Comma-separated fault packages (partition, kill, pause, clock, loss, power, disk, flap, rejoin, transfer), or none.")
 @click.option("--nemesis-interval", default=D["nemesis_interval"], show_default=True, type=float, help="Mean seconds between a fault package's start and stop.")

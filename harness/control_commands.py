@@ -80,10 +80,12 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
               help="Run directories go to STORE/<version>/; every finished run is appended to STORE/detection.jsonl, "
                    "and runs already there are not repeated (a stopped sweep resumes).")
 @click.option("--spark-master", default=None, metavar="URL")
+@click.option("--compare-replicas", is_flag=True, help="Each run also dumps and compares every replica after its drain "
+              "(run --compare-replicas): divergence the clients never read counts. A separate measurement in the ledger.")
 @click.option("--markdown", "markdown_out", default=None, type=click.Path(dir_okay=False),
               help="Also write the tables to this Markdown file.")
 def detect(kafka_versions: str, seeds: str, time_limit: float, nemesis: str, nemesis_interval: float, rate: float,
-           store: str, spark_master: str | None, markdown_out: str | None) -> None:
+           store: str, spark_master: str | None, compare_replicas: bool, markdown_out: str | None) -> None:
     """Detection power of the random schedule: `safe` runs under role-aware kill, partition and
     pause faults, per Kafka version and seed, counting the runs that are invalid because of a
     forbidden loss or divergence.
@@ -125,7 +127,7 @@ def detect(kafka_versions: str, seeds: str, time_limit: float, nemesis: str, nem
 
         spark = get_session(spark_master)
     result = run_detection(target, versions, seed_list, time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate,
-                           packages=packages, spark=spark, on_run=progress)
+                           packages=packages, spark=spark, on_run=progress, compare_replicas=compare_replicas)
     text = result.markdown()
     click.echo(text)
     if markdown_out:

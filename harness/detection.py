@@ -141,10 +141,13 @@ def run_detection(
     spark: Any = None,
     on_run: Callable[[DetectionRun, bool], None] | None = None,
     execute: Callable[..., DetectionRun] | None = None,
+    compare_replicas: bool = False,
 ) -> Detection:
     """Every version × seed not yet in STORE's ledger, in seed order within each version; returns
     the runs of this measurement (ledger rows included), each checked as soon as it ends."""
-    settings = {"time_limit_s": time_limit_s, "interval_s": interval_s, "rate": rate, "nemesis": list(packages)}
+    settings: dict[str, Any] = {"time_limit_s": time_limit_s, "interval_s": interval_s, "rate": rate, "nemesis": list(packages)}
+    if compare_replicas:  # only when on, so that the rows recorded before the option keep their key
+        settings["compare_replicas"] = True
     # The latest row of each run wins; a run that FAILED (broker never up, cluster unreachable: on
     # this 2-core machine four sweeps at once made both happen) has no verdict and is run again.
     done = {k: r for k, r in {r.key(): r for r in read_ledger(store)}.items() if r.failed is None}
@@ -180,9 +183,10 @@ def _execute(store: Path, version: str, profile: str, seed: int, settings: dict[
 
     packages = list(settings["nemesis"])
     config = RunConfig(store=store / version, profile=profile, kafka_version=version, time_limit_s=settings["time_limit_s"],
-                       rate=settings["rate"], seed=seed,
+                       rate=settings["rate"], seed=seed, compare_replicas=bool(settings.get("compare_replicas")),
                        command_line=["python", "-m", "harness", "detect", "--kafka-versions", version, "--seeds", str(seed),
-                                     "--time-limit", str(settings["time_limit_s"]), "--nemesis", ",".join(packages)])
+                                     "--time-limit", str(settings["time_limit_s"]), "--nemesis", ",".join(packages)]
+                       + (["--compare-replicas"] if settings.get("compare_replicas") else []))
     try:
         run_dir, results = faulted_run(config, packages, settings["interval_s"], finisher)
     except (BootstrapError, KafkaVersionError):

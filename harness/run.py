@@ -129,6 +129,24 @@ def watched(watch: ClusterWatch, workload: Any, step: Callable[[], T]) -> T:
     return outcome["value"]
 
 
+def compare_replicas(cluster: KafkaCluster, version: str, run_dir: Any) -> dict[str, Any]:
+    """Dump and compare every replica of the workload topic into RUN_DIR/replicas.json, which the
+    checker reads (analysis/replica_evidence.py). Returns a summary for config.json; a failure is
+    recorded there with its reason and leaves the run to be checked without replica evidence."""
+    from harness.cluster.replicas import collect
+
+    try:
+        meta = cluster.admin().list_topics(TOPIC, timeout=30).topics[TOPIC]
+        ids = {p: list(meta.partitions[p].replicas) for p in sorted(meta.partitions)}
+        evidence = collect(cluster, TOPIC, sorted(ids), version, ids, run_dir)
+    except Exception as exc:  # evidence, not the run: the history is still checked
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    parts = evidence["partitions"]
+    return {"partitions": len(parts),
+            "diverged": sorted(p for p, info in parts.items() if info["divergence"]["diverged"]),
+            "errors": {f"{p}/{b}": r["error"] for p, info in parts.items() for b, r in info["replicas"].items() if r.get("error")}}
+
+
 def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressFn | None = None) -> RunResult:
     """Carry out one run and return where it is; see the module docstring. Raises HarnessError
     carrying the run directory (marked FAILED)."""
@@ -148,6 +166,7 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         "producers": config.producers, "consumers": config.consumers, "subscribe": config.subscribe,
         "abort_probability": config.abort_probability if config.workload in ("txn", "eos") else None,
         "drain_timeout_s": config.drain_timeout_s, "allow_worker_errors": config.allow_worker_errors,
+        "compare_replicas": config.compare_replicas,
         "power_writeback_s": config.power_writeback_s, "topic": TOPIC,
         "nemesis": list(faults.packages) if faults is not None else [],
         "nemesis_config": faults.describe() if faults is not None else None,
@@ -212,10 +231,15 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         seconds["drain"] = time.monotonic() - began
         record["drain"] = drain
         record["worker_errors"] = workload.errors
+        if config.compare_replicas and watch.unresponsive is None:
+            notify("comparing replicas", recorder)
+            began = time.monotonic()
+            record["replicas"] = compare_replicas(cluster, version, rd.path)
+            seconds["replicas"] = time.monotonic() - began
         notify("writing history", recorder)
         recorder.close()
         counts = dict(recorder.counts)
-        rd.update(status="completed", counts=counts, phases_s=phases, seconds={k: round(v, 3) for k, v in seconds.items()})
+        rd.update(status="completed", counts=counts, replicas=record.get("replicas"), phases_s=phases, seconds={k: round(v, 3) for k, v in seconds.items()})
         notify("tearing down", recorder)
     return RunResult(rd.run_id, rd.path, record["drain"], counts, seconds)
 

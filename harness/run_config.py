@@ -37,6 +37,11 @@ class RunConfig:
     # A client worker that dies leaves a history without its ops: the check says `unknown` then,
     # unless the run was meant to kill clients (analysis/verdict.py).
     allow_worker_errors: bool = False
+    # After the drain, dump every replica of every partition with DumpLogSegments and compare them
+    # (harness/cluster/replicas.py): divergence the clients never read (e.g. KIP-279's, where the
+    # diverged records were acks=1 writes or never read back) becomes a forbidden anomaly. Off by
+    # default: one JVM per replica, 24 for 8 partitions x RF 3.
+    compare_replicas: bool = False
     # The fault phase (nemesis/runner.py); "none" runs fault-free.
     nemesis: str = "none"
     nemesis_interval_s: float = 10.0

@@ -81,6 +81,20 @@ def test_other_settings_are_another_measurement(tmp_path: Path) -> None:
     assert calls == [1, 1]
 
 
+def test_compare_replicas_is_another_measurement_and_absent_from_the_key_when_off(tmp_path: Path) -> None:
+    """Rows recorded before the option existed keep their key: the setting is there only when on."""
+    seen = []
+
+    def execute(store, version, profile, seed, settings, finisher):  # type: ignore[no-untyped-def]
+        seen.append(dict(settings))
+        return DetectionRun(version, profile, seed, settings, f"/store/{version}/run-{seed}", "valid")
+
+    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs())
+    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs(), compare_replicas=True)
+    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs(), compare_replicas=True)  # resumed: not run again
+    assert ["compare_replicas" in s for s in seen] == [False, True]
+
+
 def test_a_torn_last_line_is_run_again(tmp_path: Path) -> None:
     good = made("1.1.1", 1)
     (tmp_path / LEDGER).write_text(json.dumps(good.__dict__) + "\n" + '{"version": "1.1.1", "se')

@@ -173,3 +173,20 @@ def test_a_disk_fault_that_cannot_be_served_is_exit_2_before_anything_starts(tmp
                           "--store", str(store)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and said in out.stderr, out.stderr
     assert not store.exists() or not any(store.iterdir())
+
+
+def test_compare_replicas_comes_from_the_flag_the_toml_file_and_a_replayed_run(captured, tmp_path):
+    """Off by default; on from --compare-replicas, from `compare-replicas = true` in a TOML file, and
+    from the config.json of a run that compared its replicas, so that its replay compares them too."""
+    assert captured()[0].compare_replicas is False
+    assert captured("--compare-replicas")[0].compare_replicas is True
+    toml = tmp_path / "run.toml"
+    toml.write_text("compare-replicas = true\n")
+    assert captured("--config", str(toml))[0].compare_replicas is True
+    from harness.run_settings import read_replay
+
+    path = tmp_path / "store" / "r" / "config.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"seed": 1, "workload": "queue", "compare_replicas": True}))
+    assert read_replay(path)["compare_replicas"] is True
+    assert captured("--replay", str(path))[0].compare_replicas is True
