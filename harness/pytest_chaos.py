@@ -30,10 +30,13 @@ DEFAULT_NEMESES = ("partition", "kill", "pause", "clock", "loss", "partition+kil
 DEFAULT_PROFILES = ("safe", "unsafe")
 DEFAULT_TIME_LIMIT_S = 60.0
 DEFAULT_RUNNER = "harness.pytest_chaos:real_runner"
-# The old-version regression set (--chaos-regression): versions with known replication bugs
-# (0.10.2.2: KIP-101 scenario 1; 1.1.1: KIP-279), under the detection sweep's random faults.
-REGRESSION_VERSIONS = ("0.10.2.2", "1.1.1")
-REGRESSION_NEMESIS = "kill+partition+pause"
+# The old-version regression set (--chaos-regression): versions with known replication bugs, under
+# the random faults that measurably find them (docs/detection.md). 0.10.2.2 (KIP-101 scenario 1):
+# kill+partition+pause found loss in 0 of 10 seeds, with flap+rejoin added in 3 of 10. 1.1.1
+# (KIP-279) is not in the default: no random mix found its loss in 40 seeds, so it would fail
+# every night; ask for it with --chaos-regression-versions 0.10.2.2,1.1.1.
+REGRESSION_VERSIONS = ("0.10.2.2",)
+REGRESSION_NEMESIS = "kill+partition+pause+flap+rejoin"
 EXAMPLES_SHOWN = 3  # per anomaly kind, in a failure report
 
 SETTINGS_KEY = pytest.StashKey["ChaosSettings"]()
@@ -126,7 +129,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--chaos-regression", action="store_true",
                 help="Also run the old-version regression set, a positive control of the suite itself: for each of "
                      "--chaos-regression-versions, every seed runs `safe` (no-idempotence before 0.11) under random "
-                     "kill+partition+pause, and the test passes only if some seed finds a forbidden loss or divergence.")
+                     f"{REGRESSION_NEMESIS}, and the test passes only if some seed finds a forbidden loss or divergence.")
     g.addoption("--chaos-regression-versions", default=",".join(REGRESSION_VERSIONS),
                 help=f"Versions of the regression set (default {','.join(REGRESSION_VERSIONS)}).")
     g.addoption("--chaos-runner", default=DEFAULT_RUNNER, metavar="MODULE:FUNCTION", help="Per-test runner (for the plugin's own tests).")
