@@ -30,11 +30,8 @@ DEFAULT_NEMESES = ("partition", "kill", "pause", "clock", "loss", "partition+kil
 DEFAULT_PROFILES = ("safe", "unsafe")
 DEFAULT_TIME_LIMIT_S = 60.0
 DEFAULT_RUNNER = "harness.pytest_chaos:real_runner"
-# The old-version regression set (--chaos-regression): versions with known replication bugs, under
-# the random faults that measurably find them (docs/detection.md). 0.10.2.2 (KIP-101 scenario 1):
-# kill+partition+pause found loss in 0 of 10 seeds, with flap+rejoin added in 3 of 10. 1.1.1
-# (KIP-279) is not in the default: no random mix found its loss in 40 seeds, so it would fail
-# every night; ask for it with --chaos-regression-versions 0.10.2.2,1.1.1.
+# The old-version regression set (--chaos-regression) under faults that measurably find its bugs: 0.10.2.2's KIP-101
+# loss in 3 of 10 seeds (docs/detection.md). 1.1.1 (0 of 40 safe random runs) would fail nightly: only when named.
 REGRESSION_VERSIONS = ("0.10.2.2",)
 REGRESSION_NEMESIS = "kill+partition+pause+flap+rejoin"
 EXAMPLES_SHOWN = 3  # per anomaly kind, in a failure report
