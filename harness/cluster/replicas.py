@@ -22,8 +22,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.cluster.broker_config import DATA_DIR, KAFKA_LIBS
-from harness.cluster.node import JDK17_OPENS
+from harness.cluster.broker_config import DATA_DIR
+from harness.cluster.leadership import run_tool
 from harness.history.files import write_json
 from harness.provision.kafka_jars import parse_version
 
@@ -88,9 +88,8 @@ def read_replica(node: "Node", topic: str, partition: int, kafka_version: str, t
     if code != 0 or not segments:
         out["error"] = f"no log segments in {pdir}"
         return out
-    cmd = (f"timeout {timeout_s} java -Xmx192m {JDK17_OPENS} -cp '{KAFKA_LIBS}/*' {dump_tool(kafka_version)} "
-           f"--files {','.join(segments)} --print-data-log --deep-iteration 2>&1")
-    code, text = node.exec(cmd)
+    code, text = run_tool(node, dump_tool(kafka_version), f"--files {','.join(segments)} --print-data-log --deep-iteration",
+                          timeout_s)
     if raw_dir is not None:  # the tool's own output, kept as evidence beside the parsed records
         (raw_dir / f"dump-{topic}-{partition}.txt").write_text(text)
     records = parse_dump(text)

@@ -25,7 +25,6 @@ from harness.cluster import KafkaCluster, leadership
 from harness.errors import HarnessError
 from harness.history import Recorder
 from harness.history.faults import CUT as CUT_FAULT, KILL
-from harness.provision.kafka_jars import parse_version
 from harness.cluster.node import Node
 from harness.scenarios import Scenario
 from nemesis import net
@@ -112,7 +111,7 @@ class ScenarioContext:
         return named | ({"D": self.D.node_id} if self.D is not None else {})
 
     def at_least(self, version: str) -> bool:
-        return parse_version(self.version) >= parse_version(version + ".0" * (2 - version.count(".")))  # "3.5" means 3.5.0
+        return leadership.at_least(self.version, version)
 
     # --- recording ------------------------------------------------------------------------
     def step(self, what: str, f: str = "scenario-step", **value: Any) -> dict[str, Any]:
