@@ -71,6 +71,10 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
 @click.command()
 @click.option("--kafka-versions", default="0.10.2.2,1.1.1,3.9.2,4.3.1", show_default=True,
               help="Comma-separated Kafka versions; each runs `safe` (`no-idempotence` before 0.11, which has no idempotent producer).")
+@click.option("--profile", default=None, metavar="NAME",
+              help="Run this client profile on every version instead (e.g. acks1: a writer with nothing pending on the "
+                   "old leader, which KIP-279's divergence needs); a separate measurement in the ledger.  [default: safe, "
+                   "or no-idempotence before 0.11]")
 @click.option("--seeds", default="10", show_default=True, help="A count N (seeds 1..N), a list '3,7' or a range '5..8'.")
 @click.option("--time-limit", default=120.0, show_default=True, type=float, help="Seconds of workload per run.")
 @click.option("--nemesis", default="kill,partition,pause", show_default=True, help="Random fault packages of every run.")
@@ -84,7 +88,7 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
               "(run --compare-replicas): divergence the clients never read counts. A separate measurement in the ledger.")
 @click.option("--markdown", "markdown_out", default=None, type=click.Path(dir_okay=False),
               help="Also write the tables to this Markdown file.")
-def detect(kafka_versions: str, seeds: str, time_limit: float, nemesis: str, nemesis_interval: float, rate: float,
+def detect(kafka_versions: str, profile: str | None, seeds: str, time_limit: float, nemesis: str, nemesis_interval: float, rate: float,
            store: str, spark_master: str | None, compare_replicas: bool, markdown_out: str | None) -> None:
     """Detection power of the random schedule: `safe` runs under role-aware kill, partition and
     pause faults, per Kafka version and seed, counting the runs that are invalid because of a
@@ -108,10 +112,14 @@ def detect(kafka_versions: str, seeds: str, time_limit: float, nemesis: str, nem
         raise click.BadParameter("give at least one Kafka version", param_hint="--kafka-versions")
     for version in versions:
         parse_version(version)  # a malformed version: exit 2 now, not after an hour of other versions
+        if profile is not None:  # an unknown profile, or one the version cannot serve: exit 2 before any cluster
+            from workloads.profiles import get_profile, refuse_unsupported
+
+            refuse_unsupported(get_profile(profile), "queue", version)
     packages = _packages(nemesis, "detection runs")
     target = prepare_store(Path(store))
     total = len(versions) * len(seed_list)
-    console.print(f"{total} run(s): {', '.join(f'{v} ({profile_for(v)})' for v in versions)} × seeds {seeds}, "
+    console.print(f"{total} run(s): {', '.join(f'{v} ({profile_for(v, profile)})' for v in versions)} × seeds {seeds}, "
                   f"{time_limit:g} s each under {'+'.join(packages)}; ledger {target / 'detection.jsonl'}")
     seen = [0]
 
@@ -127,7 +135,8 @@ def detect(kafka_versions: str, seeds: str, time_limit: float, nemesis: str, nem
 
         spark = get_session(spark_master)
     result = run_detection(target, versions, seed_list, time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate,
-                           packages=packages, spark=spark, on_run=progress, compare_replicas=compare_replicas)
+                           packages=packages, spark=spark, on_run=progress, compare_replicas=compare_replicas,
+                           profile=profile)
     text = result.markdown()
     click.echo(text)
     if markdown_out:

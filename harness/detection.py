@@ -35,8 +35,11 @@ LEDGER = "detection.jsonl"
 LOSS_KINDS = frozenset({"lost-write", "unseen", "inconsistent-offsets", "replica-divergence"})
 
 
-def profile_for(version: str) -> str:
-    """`safe`, or `no-idempotence` on brokers that predate the idempotent producer (KIP-98, 0.11)."""
+def profile_for(version: str, profile: str | None = None) -> str:
+    """PROFILE when one is named; else `safe`, or `no-idempotence` on brokers that predate the
+    idempotent producer (KIP-98, 0.11)."""
+    if profile is not None:
+        return profile
     from harness.provision.kafka_jars import parse_version
     from workloads.profiles import IDEMPOTENCE_SINCE
 
@@ -142,6 +145,7 @@ def run_detection(
     on_run: Callable[[DetectionRun, bool], None] | None = None,
     execute: Callable[..., DetectionRun] | None = None,
     compare_replicas: bool = False,
+    profile: str | None = None,
 ) -> Detection:
     """Every version × seed not yet in STORE's ledger, in seed order within each version; returns
     the runs of this measurement (ledger rows included), each checked as soon as it ends."""
@@ -155,9 +159,9 @@ def run_detection(
     finisher = None
     runs = []
     for version in versions:
-        profile = profile_for(version)
+        chosen = profile_for(version, profile)
         for seed in seeds:
-            probe = DetectionRun(version, profile, seed, settings, "", "")
+            probe = DetectionRun(version, chosen, seed, settings, "", "")
             if probe.key() in done:
                 runs.append(done[probe.key()])
                 if on_run is not None:
@@ -167,7 +171,7 @@ def run_detection(
                 from harness.finish import Finisher
 
                 finisher = Finisher(spark=spark)  # Spark starts with the first check
-            result = one(store, version, profile, seed, settings, finisher)
+            result = one(store, version, chosen, seed, settings, finisher)
             append_ledger(store, result)
             runs.append(result)
             if on_run is not None:
@@ -184,7 +188,8 @@ def _execute(store: Path, version: str, profile: str, seed: int, settings: dict[
     packages = list(settings["nemesis"])
     config = RunConfig(store=store / version, profile=profile, kafka_version=version, time_limit_s=settings["time_limit_s"],
                        rate=settings["rate"], seed=seed, compare_replicas=bool(settings.get("compare_replicas")),
-                       command_line=["python", "-m", "harness", "detect", "--kafka-versions", version, "--seeds", str(seed),
+                       command_line=["python", "-m", "harness", "detect", "--kafka-versions", version, "--profile", profile,
+                                     "--seeds", str(seed),
                                      "--time-limit", str(settings["time_limit_s"]), "--nemesis", ",".join(packages)]
                        + (["--compare-replicas"] if settings.get("compare_replicas") else []))
     try:

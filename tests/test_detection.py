@@ -95,6 +95,21 @@ def test_compare_replicas_is_another_measurement_and_absent_from_the_key_when_of
     assert ["compare_replicas" in s for s in seen] == [False, True]
 
 
+def test_a_named_profile_runs_on_every_version_and_is_another_measurement(tmp_path: Path) -> None:
+    seen = []
+
+    def execute(store, version, profile, seed, settings, finisher):  # type: ignore[no-untyped-def]
+        seen.append((version, profile))
+        return DetectionRun(version, profile, seed, settings, f"/store/{version}/run-{seed}", "valid")
+
+    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs())
+    run_detection(tmp_path, ["1.1.1", "4.3.1"], [1], execute=execute, **_knobs(), profile="acks1")
+    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs(), profile="acks1")  # resumed: not run again
+    assert seen == [("1.1.1", "safe"), ("1.1.1", "acks1"), ("4.3.1", "acks1")]
+    assert {(r["version"], r["profile"]) for r in Detection(read_ledger(tmp_path)).rows()} == {
+        ("1.1.1", "safe"), ("1.1.1", "acks1"), ("4.3.1", "acks1")}
+
+
 def test_a_torn_last_line_is_run_again(tmp_path: Path) -> None:
     good = made("1.1.1", 1)
     (tmp_path / LEDGER).write_text(json.dumps(good.__dict__) + "\n" + '{"version": "1.1.1", "se')
@@ -108,7 +123,9 @@ def _knobs() -> dict:
 
 
 @pytest.mark.parametrize("args, named", [(["--seeds", "x"], "--seeds"), (["--kafka-versions", "1.x"], "not a Kafka version"),
-                                         (["--nemesis", "boom"], "boom"), (["--bogus"], "--bogus")])
+                                         (["--nemesis", "boom"], "boom"), (["--bogus"], "--bogus"),
+                                         (["--profile", "nope"], "unknown profile 'nope'"),
+                                         (["--profile", "safe", "--kafka-versions", "0.10.2.2"], "no-idempotence")])
 def test_bad_input_exits_2_before_anything_runs(tmp_path: Path, args: list[str], named: str) -> None:
     done = subprocess.run([sys.executable, "-m", "harness", "detect", "--store", str(tmp_path / "s"), *args],
                           capture_output=True, text=True, timeout=60)
