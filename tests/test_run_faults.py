@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -51,6 +52,9 @@ def test_safe_profile_under_partition_kill_pause_clock_loses_nothing(prepared, s
     dumps = json.loads((result.run_dir / "replicas.json").read_text())["partitions"]
     for p, hw in result.drain["high_watermarks"].items():
         assert len(dumps[p]["replicas"]) == 3 and max(dumps[p]["divergence"]["log_end_offsets"].values()) >= hw, (p, hw)
+        for broker in dumps[p]["replicas"]:  # the tool's own output is kept, gzipped, as evidence
+            with gzip.open(result.run_dir / "brokers" / broker / f"dump-queue-{p}.txt.gz", "rt") as raw:
+                assert "offset: " in raw.read(), (p, broker)
 
     # The Spark checker agrees, and the report is written. The one thing allowed to spoil `valid` is
     # librdkafka's epoch-bump duplicates (#4953), and only with the brokers' evidence: CI met it once
