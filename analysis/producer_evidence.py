@@ -26,6 +26,9 @@ MAX_BYTES = 64 << 20  # per log file: bounded work even for a huge log
 _LOG_TIME = re.compile(rb"^\[(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2}),(\d{3})\]")
 _PRODUCER = re.compile(r"for producer(?:Id)?[ =](\d+)")
 _PARTITION = re.compile(r"in partition (\S+?)-(\d+)\b")
+# Kafka 1.x names the partition only on the line above the exception (measured on 1.1.1):
+# "ERROR [ReplicaManager broker=3] Error processing append operation on partition queue-1".
+_APPEND = re.compile(r"append operation on partition (\S+?)-(\d+)\b")
 MAX_EVENTS = 10_000
 # A log line's time is written after the broker refused the batch, to the millisecond, on the
 # same kernel clock as the history's: a little slack either side of a send's window.
@@ -49,11 +52,12 @@ def out_of_order_sequences(run_dir: Path | str, limit: int = 5) -> dict[str, Any
     for log in logs:
         with open(log, "rb") as fh:
             data = fh.read(MAX_BYTES)
-        when = None
+        when, above = None, None
         for raw in data.splitlines():
             stamped = _LOG_TIME.match(raw)
             if stamped:
                 when = _utc_ns(stamped)
+                above = _APPEND.search(raw.decode("utf-8", "replace")) if b"append operation" in raw else None
             if MARKER.encode() not in raw:
                 continue
             count += 1
@@ -61,7 +65,7 @@ def out_of_order_sequences(run_dir: Path | str, limit: int = 5) -> dict[str, Any
             if len(examples) < limit:
                 examples.append({"broker": log.parent.name, "line": line[line.find(MARKER):][:300]})
             if len(events) < MAX_EVENTS:
-                producer, partition = _PRODUCER.search(line), _PARTITION.search(line)
+                producer, partition = _PRODUCER.search(line), _PARTITION.search(line) or (None if stamped else above)
                 events.append({"broker": log.parent.name, "utc_ns": when,
                                "topic": partition.group(1) if partition else None,
                                "partition": int(partition.group(2)) if partition else None,
@@ -103,17 +107,31 @@ def attach_producer_ids(sends: list[dict[str, Any]], ids: list[tuple[Any, float,
     return sends
 
 
+def _same_bump(event: dict[str, Any], send: dict[str, Any]) -> bool:
+    """Whether a refused batch can have caused this send's re-send. librdkafka's epoch bump is
+    producer-wide: rd_kafka_idemp_drain_epoch_bump drains the in-flight requests of every partition
+    and re-sends them under the new epoch, so the refusal may be on any partition of the send's
+    producer (the controls met it on another partition three times: README). Without both producer
+    ids the refusal must be on the send's own partition, the narrowest reading left."""
+    if send.get("producer_id") is not None and event["producer_id"] is not None:
+        return bool(event["producer_id"] == send["producer_id"])
+    if send.get("producer_id") is not None:
+        return False  # the log line named no producer: it cannot be tied to this one
+    return bool(event["partition"] == send["key"])
+
+
 def match_duplicates(evidence: dict[str, Any] | None, sends: list[dict[str, Any]] | None, start_ns: int | None,
                      topic: str | None = None) -> dict[str, Any]:
-    """Which duplicated values an OutOfOrderSequenceException explains: one logged on the value's
-    partition (and topic) between its send's invoke and its acknowledgement (± SLACK_NS), and by
-    the same producer id where the history records one for the send. `sends` are the duplicated
-    values' sends ({value, key, invoke_s, complete_s, producer_id?}); `start_ns` is the history's
+    """Which duplicated values an OutOfOrderSequenceException explains: one logged between the
+    send's invoke and its acknowledgement (± SLACK_NS), on its topic, for the send's producer id
+    (on any partition) where the history records one, else on the value's own partition
+    (`_same_bump`). `sends` are the duplicated values' sends ({value, key, invoke_s, complete_s, producer_id?}); `start_ns` is the history's
     zero on the wall clock (config.json history_start_utc), without which nothing can be matched.
 
     Why so narrow (issue 19): the nightly suite excused a safe run's duplicates as librdkafka's
     epoch-bump bug whenever any such line existed anywhere in the run. A duplicate far from any
-    refused batch is not that bug, and must fail the night."""
+    refused batch is not that bug, and must fail the night. Issue 21 found the partition rule too
+    narrow: a 1.1.1 run's duplicates on queue-7 followed a refusal on queue-1 by their producer."""
     out: dict[str, Any] = {"duplicates": len(sends or []), "explained": 0, "unexplained": [], "matches": []}
     if start_ns is None:
         out["why_not"] = "the run recorded no wall-clock start (history_start_utc): log times cannot be placed"
@@ -123,9 +141,8 @@ def match_duplicates(evidence: dict[str, Any] | None, sends: list[dict[str, Any]
             lo = start_ns + int(send["invoke_s"] * 1e9) - SLACK_NS
             hi = start_ns + int(send["complete_s"] * 1e9) + SLACK_NS
             for e in (evidence or {}).get("events") or []:
-                if (e["utc_ns"] is not None and lo <= e["utc_ns"] <= hi and e["partition"] == send["key"]
-                        and (topic is None or e["topic"] in (None, topic))
-                        and (send.get("producer_id") is None or e["producer_id"] == send["producer_id"])):
+                if (e["utc_ns"] is not None and lo <= e["utc_ns"] <= hi
+                        and (topic is None or e["topic"] in (None, topic)) and _same_bump(e, send)):
                     found = e
                     break
         if found is None:
@@ -133,7 +150,8 @@ def match_duplicates(evidence: dict[str, Any] | None, sends: list[dict[str, Any]
         else:
             out["explained"] += 1
             if len(out["matches"]) < 5:
-                out["matches"].append({"value": send["value"], "broker": found["broker"], "producer_id": found["producer_id"]})
+                out["matches"].append({"value": send["value"], "broker": found["broker"], "producer_id": found["producer_id"],
+                                       "partition": found["partition"]})
     out["unexplained"] = out["unexplained"][:20]
     return out
 
@@ -151,7 +169,7 @@ def duplicate_hint(evidence: dict[str, Any] | None) -> str | None:
 def known_client_duplicates(results: dict[str, Any]) -> str | None:
     """Why a run's verdict is `invalid` for a known client bug and nothing else: its only forbidden
     anomaly is `duplicate`, and every duplicated value's send window holds an
-    OutOfOrderSequenceException on its partition (`match_duplicates`; librdkafka #4953). None for
+    OutOfOrderSequenceException of its producer (`match_duplicates`; librdkafka #4953). None for
     every other run, and for results that do not carry that match. The verdict stays `invalid`; this
     only lets a caller tell a known librdkafka bug from a finding about Kafka (the nightly suite
     marks such a run xfail)."""
@@ -162,6 +180,6 @@ def known_client_duplicates(results: dict[str, Any]) -> str | None:
         return None
     if not duplicates or matched.get("duplicates") != duplicates or matched.get("explained") != duplicates:
         return None
-    return (f"known client bug: each of {duplicates} duplicate(s) was sent while its partition's broker refused an "
-            f"out-of-order batch ({evidence['count']} OutOfOrderSequenceException(s) in all); librdkafka re-sends "
+    return (f"known client bug: each of {duplicates} duplicate(s) was sent while a broker refused an out-of-order "
+            f"batch of its producer ({evidence['count']} OutOfOrderSequenceException(s) in all); librdkafka re-sends "
             f"under a bumped epoch ({ISSUE})")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from analysis.producer_evidence import attach_producer_ids, match_duplicates
+from analysis.producer_evidence import attach_producer_ids, match_duplicates, out_of_order_sequences
 from harness.history import Recorder
 from harness.history.files import read_history, validate_history
 from workloads.producer_ids import ProducerIdWatch
@@ -59,3 +59,32 @@ def test_the_matcher_refuses_another_producers_exception() -> None:
     assert match_duplicates(evidence, theirs, start, "queue")["explained"] == 1
     unknown = [send(1, "0", 2.0, 2.5)]  # no producer events (an older history): partition and time decide
     assert match_duplicates(evidence, unknown, start, "queue")["explained"] == 1
+
+
+def test_the_bump_is_producer_wide_but_an_unnamed_producer_needs_the_partition() -> None:
+    """librdkafka's epoch bump re-sends the in-flight batches of every partition of the producer, so
+    a refusal on partition 1 explains its producer's duplicate on partition 7 (1.1.1, issue 21);
+    without a producer id in the history only the value's own partition can."""
+    start = 1_000_000_000_000
+    evidence = {"events": [{"broker": "3", "utc_ns": start + 2_200_000_000, "topic": "queue", "partition": 1, "producer_id": 2000}]}
+    mine = attach_producer_ids([send(1, "1", 2.0, 2.5, key=7)], [("1", 1.0, 2000)])
+    assert match_duplicates(evidence, mine, start, "queue")["matches"] == [
+        {"value": 1, "broker": "3", "producer_id": 2000, "partition": 1}]
+    assert match_duplicates(evidence, [send(1, "1", 2.0, 2.5, key=7)], start, "queue")["explained"] == 0
+    late = attach_producer_ids([send(1, "1", 2.4, 2.5, key=7)], [("1", 1.0, 2000)])  # invoked after the refusal
+    assert match_duplicates(evidence, late, start, "queue")["explained"] == 0
+
+
+def test_kafka_1x_names_the_partition_on_the_line_above(tmp_path) -> None:
+    log = tmp_path / "brokers" / "3" / "server.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(
+        "[2026-11-24 13:27:33,085] INFO Updated PartitionLeaderEpoch. for Partition: queue-4.\n"
+        "[2026-11-24 13:27:33,094] ERROR [ReplicaManager broker=3] Error processing append operation on partition queue-1 "
+        "(kafka.server.ReplicaManager)\n"
+        "org.apache.kafka.common.errors.OutOfOrderSequenceException: Out of order sequence number for producerId 2000: "
+        "3733 (incoming seq. number), 3731 (current end sequence number)\n"
+        "[2026-11-24 13:27:34,000] INFO unrelated\n"
+        "[2026-11-24 13:27:35,000] ERROR OutOfOrderSequenceException: Out of order sequence number for producerId 7: 5, 3\n")
+    events = out_of_order_sequences(tmp_path)["events"]
+    assert [(e["topic"], e["partition"], e["producer_id"]) for e in events] == [("queue", 1, 2000), (None, None, 7)]
