@@ -43,17 +43,23 @@ def _who(fault: dict[str, Any], partition: str | None, leader: dict[str, Any] | 
     return " and ".join(parts) if len(parts) < 3 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
+def _verb(fault: dict[str, Any]) -> str:
+    """VERBS in the number of the fault's targets: 'broker 3 and broker 2 were partitioned off'."""
+    verb = VERBS.get(fault["fault"], "was under " + fault["label"])
+    return "were" + verb[3:] if len(fault.get("targets") or []) > 1 and verb.startswith("was ") else verb
+
+
 def faults_phrase(ctx: dict[str, Any]) -> str:
     """'while broker 2 (leader, epoch 5) was being killed', 'with no fault active', …"""
     at_done = ctx.get("faults_at_completion") or []
     at_invoke = [f for f in ctx.get("faults_at_invoke") or [] if f not in at_done]
     said = []
     for f in at_done:
-        said.append(f"{_who(f, ctx.get('partition'), ctx.get('leader'))} {VERBS.get(f['fault'], 'was under ' + f['label'])}")
+        said.append(f"{_who(f, ctx.get('partition'), ctx.get('leader'))} {_verb(f)}")
     text = ("while " + "; and ".join(said)) if said else "with no fault active"
     if at_invoke:
         text += " (it was sent while " + "; and ".join(
-            f"{_who(f, ctx.get('partition'), ctx.get('leader'))} {VERBS.get(f['fault'], 'was under ' + f['label'])}"
+            f"{_who(f, ctx.get('partition'), ctx.get('leader'))} {_verb(f)}"
             for f in at_invoke) + ")"
     return text
 

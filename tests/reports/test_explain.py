@@ -216,3 +216,12 @@ def test_a_torn_txns_unread_record_is_explained_as_proven_and_lost_after_a_full_
     assert text.endswith("it is lost.")
     undrained = explain.explain(run_dir, examples, {"topic": "scenario"}, drain={"complete": False})
     assert undrained["examples"]["unseen"][0]["sentence"].endswith("only if the final drain reached the high watermark.")
+
+
+def test_a_fault_on_two_brokers_takes_the_plural() -> None:
+    from analysis.explain_text import faults_phrase
+
+    cut = {"fault": "start-partition", "label": "partition → brokers 3,2", "targets": [3, 2], "roles": {}}
+    kill = {"fault": "kill", "label": "kill → broker 2", "targets": [2], "roles": {}}
+    assert faults_phrase({"faults_at_completion": [cut, kill], "partition": "queue-7"}) == (
+        "while broker 3 and broker 2 were partitioned off; and broker 2 was being killed")
