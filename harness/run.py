@@ -41,6 +41,12 @@ class FaultPhase(Protocol):
     """What `run` needs from the fault phase (not a nemesis: it drives them by a schedule)."""
 
     packages: list[str]
+    isr_timeout_s: float  # how long heal_and_stop waits for full ISRs; cut short when Kafka stops answering
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: object) -> None:
+        """However the run ends, no fault thread acts after this (healing is heal_and_stop's job)."""
 
     def setup(self, cluster: KafkaCluster, recorder: Recorder) -> Any:
         """Called once the cluster and topic exist, before the workload starts."""
@@ -190,8 +196,7 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
                                  config=profile.topic_config())
         if faults is not None:
             faults.setup(cluster, recorder)
-            if hasattr(faults, "__exit__"):
-                rd.own(faults)  # its threads stop before the cluster goes, even when the run fails
+            rd.own(faults)  # its threads stop before the cluster goes, even when the run fails
 
         notify("opening clients", recorder)
         workload.start()  # returns once every client is open (transactional ids initialised)
@@ -213,7 +218,7 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
             # the heal's 120 s for ISRs and a full drain from brokers that answer nothing proves nothing.
             record["unresponsive"] = {"at_s": round(recorder.elapsed_ns() / 1e9, 3), "reason": watch.unresponsive}
             drain_timeout_s = min(drain_timeout_s, UNRESPONSIVE_BOUND_S)
-            if faults is not None and hasattr(faults, "isr_timeout_s"):
+            if faults is not None:
                 faults.isr_timeout_s = min(faults.isr_timeout_s, UNRESPONSIVE_BOUND_S)
         if faults is not None:
             notify("healing", recorder)
