@@ -246,7 +246,9 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         else:
             v.verdict = "invalid"
             v.forbidden = [*v.forbidden, REPLICA_DIVERGENCE]
-            v.reasons = [*v.reasons, f"replicas diverged after healing: {where} (not permitted without unclean election)"]
+            said = [p["explanation"] for p in replicas["partitions"].values() if p.get("explanation")][:3]
+            v.reasons = [*v.reasons, f"replicas diverged after healing: {where} (not permitted without unclean election)"
+                         + "".join(f"; {line}" for line in said)]
     sequences = out_of_order_sequences(run_dir) if "duplicate" in v.forbidden else None
     if sequences is not None:  # which duplicates a refused batch on their partition explains
         clk = wall_clock(run_dir, config, None)

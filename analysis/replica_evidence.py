@@ -33,6 +33,9 @@ def read_replica_divergence(run_dir: Path | str) -> dict[str, Any] | None:
             "log_end_offsets": divergence.get("log_end_offsets"),
             "differences": (divergence.get("differences") or [])[:20],
         }
+        if divergence.get("diverged"):
+            partitions[partition]["explanation"] = explain(f"{data.get('topic')}-{partition}", divergence,
+                                                           info.get("replicas") or {})
     diverged = [p for p in partitions.values() if p["diverged"]]
     return {
         "diverged": bool(diverged),
@@ -42,6 +45,47 @@ def read_replica_divergence(run_dir: Path | str) -> dict[str, Any] | None:
         "tool": data.get("tool"),
         "partitions": partitions,
     }
+
+
+def _names(brokers: list[str]) -> str:
+    ids = sorted(brokers, key=lambda b: (len(b), b))
+    return ("broker " if len(ids) == 1 else "brokers ") + (" and ".join(ids) if len(ids) < 3 else ", ".join(ids))
+
+
+def _cache(replica: dict[str, Any]) -> list[tuple[int, int]]:
+    return [(int(e), int(s)) for e, s in replica.get("leader_epochs") or []]
+
+
+def explain(name: str, divergence: dict[str, Any], replicas: dict[str, dict[str, Any]]) -> str:
+    """One sentence per diverged partition: where the replicas differ, who holds what at the first
+    differing offset, and the leader epochs one side has and the other never had. That last part
+    is KIP-279's signature: a replica that kept records of an epoch the leader never had, because
+    the leader answered "where does epoch N end?" with the start of its own next epoch."""
+    first, last = divergence.get("first_offset"), divergence.get("last_offset")
+    count = int(divergence.get("diverged_offsets") or 0)
+    span = (f"offsets {first}-{last}" if last is not None and last != first
+            else f"offset {first}" if count == 1 else f"from offset {first}")  # replicas.json before last_offset
+    text = f"{name}: {count} offset(s) differ ({span})"
+    diffs = divergence.get("differences") or []
+    if not diffs:
+        return text
+    groups: dict[str, list[str]] = {}
+    for broker, value in diffs[0]["values"].items():
+        groups.setdefault(json.dumps(value), []).append(broker)
+    sides = sorted(groups.items(), key=lambda kv: (len(kv[1]), sorted(kv[1])))  # the odd one out first
+    held = ", ".join(f"{_names(b)} {'hold' if len(b) > 1 else 'holds'} "
+                     f"{'nothing' if v == 'null' else 'value ' + v}" for v, b in sides)
+    text += f"; at offset {first} {held}"
+    odd, rest = sides[0][1], [b for _, bs in sides[1:] for b in bs]
+    caches = {b: _cache(replicas.get(b) or {}) for b in odd + rest}
+    if len(sides) > 1 and all(caches.values()):
+        only = [(e, s) for e, s in caches[odd[0]] if all((e, s) not in caches[b] for b in odd[1:] + rest)
+                and all((e, s) in caches[b] for b in odd)]
+        if only:
+            epochs = ", ".join(f"epoch {e} from offset {s}" for e, s in only)
+            text += (f". {_names(odd).capitalize()}'s leader-epoch cache {'has' if len(odd) == 1 else 'have'} {epochs}, which "
+                     f"{_names(rest)} never had (theirs: {{{', '.join(f'{e}: {s}' for e, s in caches[rest[0]])}}})")
+    return text
 
 
 def divergence_permitted(profile: dict[str, Any]) -> bool:

@@ -66,8 +66,25 @@ def test_first_diverging_offset_and_values():
     a = _records(*[(o, o) for o in range(11)], *[(o, 100 + o) for o in range(11, 21)])
     b = _records(*[(o, o) for o in range(11)], *[(o, 200 + o) for o in range(11, 16)], *[(o, 100 + o) for o in range(16, 21)])
     d = divergence({"1": a, "2": b})
-    assert d["diverged"] is True and d["first_offset"] == 11 and d["diverged_offsets"] == 5
+    assert d["diverged"] is True and d["first_offset"] == 11 and d["last_offset"] == 15 and d["diverged_offsets"] == 5
     assert d["differences"][0] == {"offset": 11, "values": {"1": 111, "2": 211}}
+
+
+def test_the_explanation_names_the_odd_replica_and_the_epoch_only_it_has():
+    """KIP-279's signature, as a random 1.1.1 run left it (20261124T192802-5f21aa, queue-1): broker 2
+    kept its epoch-2 records after truncating to the start of the leader's epoch 3."""
+    from analysis.replica_evidence import explain
+
+    base = [(o, o) for o in range(4)]
+    reps = {"2": {"records": _records(*base, (4, 36881), (5, 36891)), "leader_epochs": [[1, 0], [2, 4], [3, 6]]},
+            "3": {"records": _records(*base, (4, 35481), (5, 35486)), "leader_epochs": [[1, 0], [3, 6]]},
+            "1": {"records": _records(*base, (4, 35481), (5, 35486)), "leader_epochs": [[1, 0], [3, 6]]}}
+    text = explain("queue-1", divergence({b: r["records"] for b, r in reps.items()}), reps)
+    assert text == ("queue-1: 2 offset(s) differ (offsets 4-5); at offset 4 broker 2 holds value 36881, brokers 1 and 3 "
+                    "hold value 35481. Broker 2's leader-epoch cache has epoch 2 from offset 4, which brokers 1 and 3 "
+                    "never had (theirs: {1: 0, 3: 6})")
+    no_epochs = {b: {**r, "leader_epochs": None} for b, r in reps.items()}  # 0.10.2: no cache to compare
+    assert explain("queue-1", divergence({b: r["records"] for b, r in reps.items()}), no_epochs).endswith("hold value 35481")
 
 
 def test_a_hole_counts_as_a_difference():

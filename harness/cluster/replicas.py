@@ -10,7 +10,7 @@ offset by offset. `collect` writes RUN_DIR/replicas.json (shape in docs/scenario
                                                "records": [[offset, value, epoch|null], ...],
                                                "epochs_from": "batches" | "leader-epoch-checkpoint" | null,
                                                "log_end_offset": N, "error": null | "..."}, ...},
-                          "divergence": {"diverged": bool, "first_offset": int|null,
+                          "divergence": {"diverged": bool, "first_offset": int|null, "last_offset": int|null,
                                          "differences": [{"offset": o, "values": {"1": v|null, "2": v|null}}, ...],
                                          "common_prefix": n, "log_end_offsets": {"1": n, ...}}}}}
 """
@@ -129,17 +129,18 @@ def divergence(replicas: dict[str, dict[str, Any]]) -> dict[str, Any]:
     ends = {rid: (max(m) + 1 if m else 0) for rid, m in by_offset.items()}
     common_end = min(ends.values()) if ends else 0
     differences: list[dict[str, Any]] = []
-    count = 0
+    count, last = 0, None
     for offset in range(common_end):
         values = {rid: m.get(offset) for rid, m in by_offset.items()}
         if len({json.dumps(v) for v in values.values()}) > 1:
-            count += 1
+            count, last = count + 1, offset
             if len(differences) < MAX_DIFFERENCES:
                 differences.append({"offset": offset, "values": values})
     first = differences[0]["offset"] if differences else None
     return {
         "diverged": first is not None,
         "first_offset": first,
+        "last_offset": last,
         "diverged_offsets": count,
         "common_prefix": first if first is not None else common_end,
         "log_end_offsets": ends,
