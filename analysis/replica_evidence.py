@@ -76,15 +76,17 @@ def explain(name: str, divergence: dict[str, Any], replicas: dict[str, dict[str,
     held = ", ".join(f"{_names(b)} {'hold' if len(b) > 1 else 'holds'} "
                      f"{'nothing' if v == 'null' else 'value ' + v}" for v, b in sides)
     text += f"; at offset {first} {held}"
-    odd, rest = sides[0][1], [b for _, bs in sides[1:] for b in bs]
-    caches = {b: _cache(replicas.get(b) or {}) for b in odd + rest}
-    if len(sides) > 1 and all(caches.values()):
-        only = [(e, s) for e, s in caches[odd[0]] if all((e, s) not in caches[b] for b in odd[1:] + rest)
-                and all((e, s) in caches[b] for b in odd)]
+    everyone = [b for _, bs in sides for b in bs]
+    caches = {b: _cache(replicas.get(b) or {}) for b in everyone}
+    for _, odd in sides if len(sides) > 1 and all(caches.values()) else ():  # the odd one out first
+        rest = [b for b in everyone if b not in odd]
+        only = [(e, s) for e, s in caches[odd[0]]
+                if all((e, s) in caches[b] for b in odd) and all((e, s) not in caches[b] for b in rest)]
         if only:
             epochs = ", ".join(f"epoch {e} from offset {s}" for e, s in only)
             text += (f". {_names(odd).capitalize()}'s leader-epoch cache {'has' if len(odd) == 1 else 'have'} {epochs}, which "
                      f"{_names(rest)} never had (theirs: {{{', '.join(f'{e}: {s}' for e, s in caches[rest[0]])}}})")
+            break
     return text
 
 

@@ -82,6 +82,7 @@ Shaded bands are faults, labelled with the fault and its target broker(s) and th
   <div class="muted">Each replica's log dumped with Kafka's own {{ replicas.tool or 'DumpLogSegments' }} after healing, compared offset by offset
   (topic <code>{{ replicas.topic }}</code>). A replica that is only shorter is lagging, not diverged.</div>
   {% if replicas.diverged %}<div><b style="color:#c62828">Replicas diverged</b>: {{ replicas.diverged_offsets }} offset(s), the first at offset {{ replicas.first_offset }}.</div>
+  {% for p, info in replicas.partitions.items() if info.get('explanation') %}<div>{{ info.explanation }}</div>{% endfor %}
   {% else %}<div>Every replica holds the same value at every offset they share.</div>{% endif %}
   <table><tr><th>partition</th><th>diverged</th><th>first offset</th><th>log end offsets (broker: offset)</th><th>first differences (offset: broker → value)</th></tr>
   {% for p, info in replicas.partitions.items() %}<tr><td>{{ p }}</td><td>{{ 'yes' if info.diverged else 'no' }}</td><td class="n">{{ info.first_offset if info.first_offset is not none else '—' }}</td>

@@ -225,3 +225,22 @@ def test_a_fault_on_two_brokers_takes_the_plural() -> None:
     kill = {"fault": "kill", "label": "kill → broker 2", "targets": [2], "roles": {}}
     assert faults_phrase({"faults_at_completion": [cut, kill], "partition": "queue-7"}) == (
         "while broker 3 and broker 2 were partitioned off; and broker 2 was being killed")
+
+
+def test_report_says_why_replicas_diverged(tmp_path: Path) -> None:
+    from analysis.replica_evidence import read_replica_divergence
+
+    run_dir, _ = make_lost_run(tmp_path, "replicas", lost=0, errors=False)
+    same = {"diverged": False, "first_offset": None, "diverged_offsets": 0, "log_end_offsets": {"1": 4, "2": 4}, "differences": []}
+    odd = {"diverged": True, "first_offset": 4, "last_offset": 5, "diverged_offsets": 2, "log_end_offsets": {"1": 6, "2": 6},
+           "differences": [{"offset": 4, "values": {"1": 40, "2": 41}}]}
+    reps = {"1": {"leader_epochs": [[1, 0], [3, 6]]}, "2": {"leader_epochs": [[1, 0], [2, 4], [3, 6]]}}
+    (run_dir / "replicas.json").write_text(json.dumps({"topic": "queue", "tool": "kafka.tools.DumpLogSegments", "partitions": {
+        "0": {"replicas": reps, "divergence": same}, "1": {"replicas": reps, "divergence": odd}}}))
+    events = reference.read_jsonl(run_dir / "history.jsonl")
+    results = {"verdict": "invalid", "counts": reference.counts(events), "headline": {}, "reasons": [], "forbidden": [],
+               "allowed": [], "allowed_by": [], "examples": {}, "history": {"events": len(events)},
+               "replica_divergence": read_replica_divergence(run_dir)}
+    (run_dir / "results.json").write_text(json.dumps(results))
+    own = re.sub(r"<script>.*?</script>", "", render_report(run_dir).read_text(), flags=re.S)
+    assert "queue-1: 2 offset(s) differ (offsets 4-5)" in own and "epoch 2 from offset 4, which broker 1 never had" in own
