@@ -36,11 +36,16 @@ def ensure_chains(node: "Node", tag: str) -> None:
         iptables(node, f"-N KH_{tag}_IN", f"-N KH_{tag}_OUT", f"-I INPUT -j KH_{tag}_IN", f"-I OUTPUT -j KH_{tag}_OUT")
 
 
-def drop_from(node: "Node", peers: list["Node"], tag: str, probability: float | None = None) -> None:
-    """On `node`, drop packets arriving from `peers` (all, or each with `probability`)."""
+def drop_from(node: "Node", peers: list["Node"], tag: str, probability: float | None = None,
+              port: int | None = None) -> None:
+    """On `node`, drop packets arriving from `peers` (all, or each with `probability`); with `port`,
+    only those bound for that port of `node` (every connection either way that uses it: a peer's
+    connection to the port is refused at `node`, and `node`'s to the peer's port at the peer's end
+    when the peer drops from `node` too)."""
     ensure_chains(node, tag)
     match = f"-m statistic --mode random --probability {probability:.4f} " if probability is not None else ""
-    iptables(node, *[f"-A KH_{tag}_IN -s {peer.address} {match}-j DROP" for peer in peers])
+    to_port = f"-p tcp --dport {port} " if port is not None else ""
+    iptables(node, *[f"-A KH_{tag}_IN -s {peer.address} {to_port}{match}-j DROP" for peer in peers])
 
 
 def drop_host_clients(node: "Node", tag: str) -> None:

@@ -13,8 +13,9 @@ Redpanda tests inject leadership transfers for the same reason.
 
 1. reorder the replicas so that B is first (ReassignPartitionsCommand; the same replicas, no data
    moves) and, on a seeded coin (`old_second`), A second, else the other follower second;
-2. on a seeded coin (`cut`), cut A and B apart both ways (iptables, chains KH_XFER_*): A cannot
-   ask B where its epoch ends and truncate, which is the window KIP-279 describes;
+2. on a seeded coin (`cut`), cut A and B apart both ways on the replication listener (iptables,
+   chains KH_XFER_*): A cannot ask B where its epoch ends and truncate, which is the window KIP-279
+   describes;
 3. a preferred leader election of that partition: B leads, A follows (recorded `transfer-leader`,
    and `transferred` with the leader seen within `window_s`);
 4. on a seeded coin (`kill_after_s` not None), kill B that many seconds after it was seen leading,
@@ -38,6 +39,7 @@ import time
 from typing import Any
 
 from harness.cluster import leadership
+from harness.cluster.broker_config import INTERNAL_PORT
 from harness.history.faults import KILL, PARTITION, TRANSFER
 from nemesis import net
 from nemesis.flap import KillSequence
@@ -162,8 +164,11 @@ class TransferNemesis(KillSequence):
                 **({"output": out.strip()[-300:]} if code != 0 else {})}
 
     def cut(self, old: Any, new: Any, partition: str) -> None:
-        net.drop_from(old, [new], TAG)
-        net.drop_from(new, [old], TAG)
+        # The replication listener only: on KRaft a cut of every port also cut the pair's controller
+        # listener, and ElectLeaders, which the receiving broker forwards to the active controller,
+        # timed out after 20 s in CI (2026-11-24). On ZooKeeper clusters brokers share no other port.
+        net.drop_from(old, [new], TAG, port=INTERNAL_PORT)
+        net.drop_from(new, [old], TAG, port=INTERNAL_PORT)
         self.cut_pair = [old.node_id, new.node_id]
         self.record(PARTITION.start, {"target": "transfer-pair", "targets": self.cut_pair, "partition": partition,
                                       "grudge": {str(old.node_id): [new.node_id], str(new.node_id): [old.node_id]},
