@@ -127,6 +127,9 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
               help="After the drain, dump every replica with DumpLogSegments and compare them offset by offset: replicas "
                    "that hold different values at one offset are a forbidden anomaly without unclean election "
                    "(replicas.json; one JVM per replica, ~1 min for 24).")
+@click.option("--crash-clients", default=D["crash_clients"], type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="queue workload: crash each producer after a random life of mean SECONDS and open a fresh one "
+                   "(Jepsen's --crash-clients); a fresh writer goes to the leader of the moment.  [default: never]")
 @click.option("--kafka-version", default=D["kafka_version"], help="Kafka release (default: the pinned 4.x).")
 @click.option("--nemesis", default=D["nemesis"], show_default=True, help="Comma-separated fault packages (partition, kill, pause, clock, loss, power, disk, flap, rejoin, transfer), or none.")
 @click.option("--nemesis-interval", default=D["nemesis_interval"], show_default=True, type=float, help="Mean seconds between a fault package's start and stop.")

@@ -86,10 +86,14 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
 @click.option("--spark-master", default=None, metavar="URL")
 @click.option("--compare-replicas", is_flag=True, help="Each run also dumps and compares every replica after its drain "
               "(run --compare-replicas): divergence the clients never read counts. A separate measurement in the ledger.")
+@click.option("--crash-clients", default=None, type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Each run crashes its producers after a random life of mean SECONDS (run --crash-clients). "
+                   "A separate measurement in the ledger.")
 @click.option("--markdown", "markdown_out", default=None, type=click.Path(dir_okay=False),
               help="Also write the tables to this Markdown file.")
 def detect(kafka_versions: str, profile: str | None, seeds: str, time_limit: float, nemesis: str, nemesis_interval: float, rate: float,
-           store: str, spark_master: str | None, compare_replicas: bool, markdown_out: str | None) -> None:
+           store: str, spark_master: str | None, compare_replicas: bool, crash_clients: float | None,
+           markdown_out: str | None) -> None:
     """Detection power of the random schedule: `safe` runs under role-aware kill, partition and
     pause faults, per Kafka version and seed, counting the runs that are invalid because of a
     forbidden loss or divergence.
@@ -136,7 +140,7 @@ def detect(kafka_versions: str, profile: str | None, seeds: str, time_limit: flo
         spark = get_session(spark_master)
     result = run_detection(target, versions, seed_list, time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate,
                            packages=packages, spark=spark, on_run=progress, compare_replicas=compare_replicas,
-                           profile=profile)
+                           profile=profile, crash_clients_s=crash_clients)
     text = result.markdown()
     click.echo(text)
     if markdown_out:

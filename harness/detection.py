@@ -146,12 +146,15 @@ def run_detection(
     execute: Callable[..., DetectionRun] | None = None,
     compare_replicas: bool = False,
     profile: str | None = None,
+    crash_clients_s: float | None = None,
 ) -> Detection:
     """Every version × seed not yet in STORE's ledger, in seed order within each version; returns
     the runs of this measurement (ledger rows included), each checked as soon as it ends."""
     settings: dict[str, Any] = {"time_limit_s": time_limit_s, "interval_s": interval_s, "rate": rate, "nemesis": list(packages)}
     if compare_replicas:  # only when on, so that the rows recorded before the option keep their key
         settings["compare_replicas"] = True
+    if crash_clients_s is not None:  # likewise
+        settings["crash_clients_s"] = crash_clients_s
     # The latest row of each run wins; a run that FAILED (broker never up, cluster unreachable: on
     # this 2-core machine four sweeps at once made both happen) has no verdict and is run again.
     done = {k: r for k, r in {r.key(): r for r in read_ledger(store)}.items() if r.failed is None}
@@ -188,10 +191,12 @@ def _execute(store: Path, version: str, profile: str, seed: int, settings: dict[
     packages = list(settings["nemesis"])
     config = RunConfig(store=store / version, profile=profile, kafka_version=version, time_limit_s=settings["time_limit_s"],
                        rate=settings["rate"], seed=seed, compare_replicas=bool(settings.get("compare_replicas")),
+                       crash_clients_s=settings.get("crash_clients_s"),
                        command_line=["python", "-m", "harness", "detect", "--kafka-versions", version, "--profile", profile,
                                      "--seeds", str(seed),
                                      "--time-limit", str(settings["time_limit_s"]), "--nemesis", ",".join(packages)]
-                       + (["--compare-replicas"] if settings.get("compare_replicas") else []))
+                       + (["--compare-replicas"] if settings.get("compare_replicas") else [])
+                       + (["--crash-clients", str(settings["crash_clients_s"])] if settings.get("crash_clients_s") else []))
     try:
         run_dir, results = faulted_run(config, packages, settings["interval_s"], finisher)
     except (BootstrapError, KafkaVersionError):

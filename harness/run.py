@@ -79,13 +79,14 @@ def make_workload(config: RunConfig, profile: Any, recorder: Recorder, bootstrap
     from workloads.eos import EosWorkload
     from workloads.txn import TxnWorkload
 
-    kwargs = dict(partitions=config.partitions, producers=config.producers, consumers=config.consumers,
-                  rate=config.rate, seed=config.seed, subscribe=config.subscribe, group_id=f"{config.workload}-{run_id}")
+    kwargs: dict[str, Any] = dict(partitions=config.partitions, producers=config.producers, consumers=config.consumers,
+                                  rate=config.rate, seed=config.seed, subscribe=config.subscribe,
+                                  group_id=f"{config.workload}-{run_id}")
     if config.workload == "txn":
         return TxnWorkload(recorder, bootstrap, TOPIC, profile, abort_probability=config.abort_probability, **kwargs)
     if config.workload == "eos":
         return EosWorkload(recorder, bootstrap, TOPIC, profile, abort_probability=config.abort_probability, **kwargs)
-    return QueueWorkload(recorder, bootstrap, TOPIC, profile, **kwargs)
+    return QueueWorkload(recorder, bootstrap, TOPIC, profile, crash_clients_s=config.crash_clients_s, **kwargs)
 
 
 # How long the heal waits for full ISRs, and the drain for high watermarks, once no broker answers.
@@ -172,7 +173,7 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         "producers": config.producers, "consumers": config.consumers, "subscribe": config.subscribe,
         "abort_probability": config.abort_probability if config.workload in ("txn", "eos") else None,
         "drain_timeout_s": config.drain_timeout_s, "allow_worker_errors": config.allow_worker_errors,
-        "compare_replicas": config.compare_replicas,
+        "compare_replicas": config.compare_replicas, "crash_clients_s": config.crash_clients_s,
         "power_writeback_s": config.power_writeback_s, "topic": TOPIC,
         "nemesis": list(faults.packages) if faults is not None else [],
         "nemesis_config": faults.describe() if faults is not None else None,

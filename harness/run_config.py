@@ -42,6 +42,9 @@ class RunConfig:
     # diverged records were acks=1 writes or never read back) becomes a forbidden anomaly. Off by
     # default: one JVM per replica, 24 for 8 partitions x RF 3.
     compare_replicas: bool = False
+    # Jepsen's --crash-clients: each queue producer is abandoned after a random life of mean N s
+    # and a fresh one takes over (workloads/queue.py says why a fresh writer matters). None: never.
+    crash_clients_s: float | None = None
     # The fault phase (nemesis/runner.py); "none" runs fault-free.
     nemesis: str = "none"
     nemesis_interval_s: float = 10.0
@@ -75,5 +78,12 @@ class RunConfig:
                 raise HarnessError(f"{name}={getattr(self, name)}: it must be at least 1.")
         if self.consumers < 0:
             raise HarnessError(f"consumers={self.consumers}: it cannot be negative.")
+        if self.crash_clients_s is not None:
+            if not self.crash_clients_s > 0:
+                raise HarnessError(f"crash clients every {self.crash_clients_s} s: it must be greater than 0 seconds.",
+                                   hint="e.g. --crash-clients 10, or leave it out")
+            if self.workload != "queue":
+                raise HarnessError(f"--crash-clients applies to the queue workload, not {self.workload!r}.",
+                                   hint="use --workload queue, or leave --crash-clients out")
         if not 0 <= self.abort_probability <= 1:
             raise HarnessError(f"abort probability {self.abort_probability}: it must lie between 0 and 1.")

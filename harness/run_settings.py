@@ -20,11 +20,12 @@ from harness.errors import HarnessError
 from harness.run_config import TOPIC, RunConfig
 
 # Setting name -> RunConfig field, where they differ (the options say seconds in their help).
-FIELDS = {"time_limit": "time_limit_s", "drain_timeout": "drain_timeout_s", "nemesis_interval": "nemesis_interval_s"}
+FIELDS = {"time_limit": "time_limit_s", "drain_timeout": "drain_timeout_s", "nemesis_interval": "nemesis_interval_s",
+          "crash_clients": "crash_clients_s"}
 _SETTINGS = ("store", "workload", "profile", "brokers", "kafka_version", "time_limit", "rate", "seed", "partitions",
              "producers", "consumers", "subscribe", "abort_probability", "drain_timeout", "nemesis", "nemesis_interval",
              "partition_targets", "db_targets", "one_way", "loss_probability", "allow_worker_errors", "compare_replicas",
-             "power_targets", "power_writeback_s", "disk_targets", "disk_errors")
+             "crash_clients", "power_targets", "power_writeback_s", "disk_targets", "disk_errors")
 _FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig) if f.default is not dataclasses.MISSING}
 DEFAULTS: dict[str, Any] = {k: _FIELD_DEFAULTS[FIELDS.get(k, k)] for k in _SETTINGS if FIELDS.get(k, k) in _FIELD_DEFAULTS}
 DEFAULTS["store"] = "store"
@@ -83,7 +84,7 @@ def read_replay(path: Path) -> dict[str, Any]:
                        ("time_limit", "time_limit_s"), ("partitions", "partitions"), ("producers", "producers"),
                        ("consumers", "consumers"), ("subscribe", "subscribe"), ("abort_probability", "abort_probability"),
                        ("drain_timeout", "drain_timeout_s"), ("allow_worker_errors", "allow_worker_errors"),
-                       ("compare_replicas", "compare_replicas"),
+                       ("compare_replicas", "compare_replicas"), ("crash_clients", "crash_clients_s"),
                        ("power_writeback_s", "power_writeback_s")):
         if config.get(field) is not None:
             values[key] = config[field]
@@ -147,6 +148,7 @@ def run_config(values: dict[str, Any], command_line: list[str] | None = None) ->
         partition_targets=str(v["partition_targets"]), db_targets=str(v["db_targets"]), one_way=bool(v["one_way"]),
         loss_probability=float(v["loss_probability"]), allow_worker_errors=bool(v["allow_worker_errors"]),
         compare_replicas=bool(v["compare_replicas"]),
+        crash_clients_s=None if v.get("crash_clients") is None else float(v["crash_clients"]),
         power_targets=str(v["power_targets"]), disk_targets=str(v["disk_targets"]), disk_errors=str(v["disk_errors"]),
         power_writeback_s=None if v.get("power_writeback_s") is None else float(v["power_writeback_s"]), schedule=v.get("schedule"), replay_of=v.get("replay_of"),
         command_line=command_line if command_line is not None else ["python", "-m", "harness", *sys.argv[1:]],

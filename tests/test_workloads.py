@@ -214,6 +214,39 @@ def test_sends_unresolved_at_close_are_recorded_unknown_not_dropped(tmp_path: Pa
     assert validate_history(tmp_path / "history.jsonl") == []
 
 
+def test_crash_clients_abandons_producers_and_every_send_still_gets_an_outcome(tmp_path: Path):
+    """No broker answers, so every send stays unresolved until its producer is crashed (mean life
+    0.2 s): each crash is a `crash` note of the old process, a fresh process goes on sending, the
+    crashed producer's sends are `info` saying so, and the history stays valid."""
+    from harness.history import Recorder
+    from workloads.profiles import get_profile
+    from workloads.queue import QueueWorkload
+
+    from dataclasses import replace
+
+    profile = replace(get_profile("safe"), delivery_timeout_ms=1000)  # the last producers' close need not wait 35 s
+    with Recorder(tmp_path / "history.jsonl") as recorder:
+        workload = QueueWorkload(recorder, "127.0.0.1:1", "queue", profile, partitions=2, producers=2,
+                                 consumers=0, rate=200, seed=3, crash_clients_s=0.2)
+        workload.start(ready_timeout_s=10)
+        import time
+
+        time.sleep(2.0)
+        workload.stop(timeout_s=30)
+    assert workload.errors == []
+    events = read_history(tmp_path / "history.jsonl")
+    crashes = [e for e in events if e["f"] == "crash"]
+    senders = {e["process"] for e in events if e["f"] == "send"}
+    assert len(crashes) >= 4 and len(senders) >= len(crashes) + 2  # two producers at the start, one more per crash
+    assert {e["process"] for e in crashes} < senders
+    done = [e for e in events if e["f"] == "send" and e["type"] != "invoke"]
+    invoked = [e for e in events if e["f"] == "send" and e["type"] == "invoke"]
+    assert len(done) == len(invoked) > 0 and {e["type"] for e in done} == {"info"}
+    crashed = {e["process"] for e in crashes}
+    assert any(e["error"].startswith("unresolved when its producer crashed") for e in done if e["process"] in crashed)
+    assert validate_history(tmp_path / "history.jsonl") == []
+
+
 def test_a_send_that_never_fits_in_the_local_queue_is_a_definite_fail(tmp_path: Path):
     """librdkafka's queue holds one message and no broker answers: the second send waits for
     room (bounded) and is then recorded `fail` (it never left the process), the first `info`."""

@@ -123,8 +123,9 @@ class ProducerClient:
         if self.producer is not None:
             self.producer.poll(timeout)
 
-    def close(self, timeout_s: float = 35.0) -> None:
-        """Wait for delivery reports; sends still unresolved are recorded `info` (unknown).
+    def close(self, timeout_s: float = 35.0, why: str | None = None) -> None:
+        """Wait for delivery reports; sends still unresolved are recorded `info` (unknown), their
+        error saying `why` (by default: unresolved after the wait).
 
         librdkafka keeps the books: after the wait, purging its queue and in-flight
         requests gives every unresolved message a delivery report (_PURGE_QUEUE /
@@ -134,7 +135,7 @@ class ProducerClient:
             return
         try:
             if producer.flush(timeout_s) > 0:
-                self._closing = f"unresolved after waiting {timeout_s:.0f} s at close"
+                self._closing = why or f"unresolved after waiting {timeout_s:.0f} s at close"
                 producer.purge(in_queue=True, in_flight=True, blocking=False)
                 left = producer.flush(5)  # serves the purged messages' delivery reports
                 if left:

@@ -190,3 +190,30 @@ def test_compare_replicas_comes_from_the_flag_the_toml_file_and_a_replayed_run(c
     path.write_text(json.dumps({"seed": 1, "workload": "queue", "compare_replicas": True}))
     assert read_replay(path)["compare_replicas"] is True
     assert captured("--replay", str(path))[0].compare_replicas is True
+
+
+def test_crash_clients_comes_from_the_flag_the_toml_file_and_a_replayed_run(captured, tmp_path):
+    """Never by default; a mean life in seconds from --crash-clients, from `crash-clients = 5` in a
+    TOML file, and from a replayed run's config.json (crash_clients_s), so its replay crashes too."""
+    assert captured()[0].crash_clients_s is None
+    assert captured("--crash-clients", "7.5")[0].crash_clients_s == 7.5
+    toml = tmp_path / "run.toml"
+    toml.write_text("crash-clients = 5\n")
+    assert captured("--config", str(toml))[0].crash_clients_s == 5.0
+    from harness.run_settings import read_replay
+
+    path = tmp_path / "store" / "r" / "config.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"seed": 1, "workload": "queue", "crash_clients_s": 3.0}))
+    assert read_replay(path)["crash_clients"] == 3.0
+    assert captured("--replay", str(path))[0].crash_clients_s == 3.0
+
+
+@pytest.mark.parametrize("args, said", [(["--crash-clients", "0"], "--crash-clients"),
+                                        (["--crash-clients", "5", "--workload", "txn"], "queue workload")])
+def test_crash_clients_that_cannot_be_served_is_exit_2_before_anything_starts(tmp_path, args, said):
+    store = tmp_path / "store"
+    out = subprocess.run([sys.executable, "-m", "harness", "run", *args, "--no-check", "--store", str(store)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and said in out.stderr, out.stderr
+    assert not store.exists() or not any(store.iterdir())
