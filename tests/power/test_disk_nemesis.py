@@ -54,7 +54,12 @@ def test_eio_on_one_brokers_writes_takes_its_log_dir_offline_and_halts_it(prepar
                       f"{f' {gone_after:.1f} s after the fault' if gone_after is not None else ''}, refused {seen['injected']}, "
                       f"first refusal {seen['first_hit_s']} s in; log dir offline {seen['log_dir_offline']}, halted {seen['halted']}; "
                       f"{acked}/500 acked meanwhile; lines: " + " | ".join(seen["lines"][:8]))
-        assert seen["injected"].get("write", 0) + seen["injected"].get("fsync", 0) >= 1, seen
+        # eio-write refuses every write-class call (nemesis/disk.py), and any of them may come first:
+        # in one CI run the first was the create of leader-epoch-checkpoint.tmp 0.11 s in (a fetcher
+        # saw a new epoch), and Kafka took the directory offline and halted on it, before any write.
+        refused = seen["injected"]
+        write_class = {"write", "truncate", "fallocate", "fsync", "create", "mkdir", "rename", "remove"}
+        assert sum(refused.values()) >= 1 and set(refused) <= write_class, seen
         assert seen["io_error"], f"Kafka logged no I/O error: {seen['lines']}"
         # The documented contract for a broker whose only log directory failed:
         assert seen["jvm"] == "exited" and seen["log_dir_offline"], f"broker kept running: {seen['lines']}"
