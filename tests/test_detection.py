@@ -81,7 +81,9 @@ def test_other_settings_are_another_measurement(tmp_path: Path) -> None:
     assert calls == [1, 1]
 
 
-def test_compare_replicas_is_another_measurement_and_absent_from_the_key_when_off(tmp_path: Path) -> None:
+@pytest.mark.parametrize("option, value, key", [("compare_replicas", True, "compare_replicas"),
+                                               ("crash_clients_s", 5.0, "crash_clients_s")])
+def test_an_option_is_another_measurement_and_absent_from_the_key_when_off(tmp_path: Path, option, value, key) -> None:
     """Rows recorded before the option existed keep their key: the setting is there only when on."""
     seen = []
 
@@ -90,22 +92,9 @@ def test_compare_replicas_is_another_measurement_and_absent_from_the_key_when_of
         return DetectionRun(version, profile, seed, settings, f"/store/{version}/run-{seed}", "valid")
 
     run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs())
-    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs(), compare_replicas=True)
-    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs(), compare_replicas=True)  # resumed: not run again
-    assert ["compare_replicas" in s for s in seen] == [False, True]
-
-
-def test_crash_clients_is_another_measurement_and_reaches_the_run(tmp_path: Path) -> None:
-    seen = []
-
-    def execute(store, version, profile, seed, settings, finisher):  # type: ignore[no-untyped-def]
-        seen.append(dict(settings))
-        return DetectionRun(version, profile, seed, settings, f"/store/{version}/run-{seed}", "valid")
-
-    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs())
-    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs(), crash_clients_s=5.0)
-    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs(), crash_clients_s=5.0)  # resumed: not run again
-    assert [s.get("crash_clients_s") for s in seen] == [None, 5.0]
+    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs(), **{option: value})
+    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs(), **{option: value})  # resumed: not run again
+    assert [s.get(key) for s in seen] == [None, value]
 
 
 def test_a_named_profile_runs_on_every_version_and_is_another_measurement(tmp_path: Path) -> None:
