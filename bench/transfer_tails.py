@@ -11,6 +11,7 @@ next request only after answering the last one, so a producer can leave at most 
 that waits for the cut-off follower on A; this prints how often a transfer got any tail at all.
 The divergence also needs B to write during its leadership: `B_wrote` is B's log end when it
 reloaded the log after its restart ("Completed load of log ... log end offset E") minus `B_from`.
+`ctrl` says which of the pair was the controller: before KRaft the cut also held back its requests.
 """
 
 from __future__ import annotations
@@ -69,7 +70,10 @@ def transfers(run: Path) -> list[dict]:
         old, new = v["targets"]
         part = v["partition"]
         row = {"run": run.name, "at_s": round(event["time"] / 1e9, 1), "partition": part, "A": old, "B": new,
-               "cut": v.get("cut"), "kill_after_s": v.get("kill_after_s"), "old_second": v.get("old_second", True)}
+               "cut": v.get("cut"), "kill_after_s": v.get("kill_after_s"), "old_second": v.get("old_second", True),
+               # which of the pair was the controller (ZooKeeper era: the cut also held back its requests)
+               "ctrl": next(("A" if int(b) == old else "B" for b, roles in (v.get("roles") or {}).items()
+                             if "controller" in roles), None)}
         b_start = next((s for s in starts if s[0] >= at - dt.timedelta(seconds=1) and s[1] == part and s[2] == new), None)
         if b_start is not None:
             row["B_epoch"], row["B_from"] = b_start[3], b_start[4]
@@ -89,7 +93,7 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (STORE/RUN_ID)")
     args = parser.parse_args()
     rows = [r for run in args.runs for r in transfers(run)]
-    cols = ["run", "at_s", "partition", "A", "B", "cut", "kill_after_s", "old_second", "B_epoch", "B_from",
+    cols = ["run", "at_s", "partition", "A", "B", "ctrl", "cut", "kill_after_s", "old_second", "B_epoch", "B_from",
             "next", "next_epoch", "next_from", "tail", "B_wrote"]
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:
@@ -98,6 +102,11 @@ def main() -> None:
     print(f"\n{len(rows)} transfers; {len(full)} cut, killed and followed by A; "
           f"{sum(1 for r in full if (r.get('tail') or 0) > 0)} of those left A a tail past B's epoch start; "
           f"{sum(1 for r in full if (r.get('tail') or 0) > 0 and (r.get('B_wrote') or 0) > 0)} of those with writes by B")
+    cut = [r for r in rows if r["cut"]]
+    for who in ("A", "B", None):
+        these = [r for r in cut if r["ctrl"] == who]
+        print(f"cut transfers with {'the controller ' + who if who else 'neither the controller'}: {len(these)}, "
+              f"B began its epoch in {sum(1 for r in these if r.get('B_epoch') is not None)}")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,10 @@ class Dist:
 
 
 class Stand(Cluster):
-    """The flap tests' cluster, with a replica order per partition and preferred elections."""
+    """The flap tests' cluster, with a replica order per partition and preferred elections.
+    ZooKeeper-era (1.1.1); its controller is broker 1 (the lowest live id)."""
+
+    is_kraft = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -127,6 +130,30 @@ def test_without_the_old_leader_second_the_other_follower_leads_after_the_new_le
     partition = int(value["partition"].rsplit("-", 1)[1])
     assert stand.order[partition] == [new, other, old] and value["old_second"] is False
     assert value["next_leader"] == other
+
+
+@pytest.mark.parametrize("kraft", [False, True])
+def test_a_cut_pair_leaves_out_a_zookeeper_era_controller(stand, kraft):
+    """On a ZooKeeper-era cluster the cut would also cut the controller's LeaderAndIsr between the two:
+    a cut pair never holds the controller (broker 1). On KRaft the controller has its own listener."""
+    stand.is_kraft = kraft
+    pairs = []
+    for seed in range(12):
+        stand.__dict__.update({**Stand().__dict__, "is_kraft": kraft})
+        value = nemesis(stand, Events(), cut_probability=1.0, kill_probability=0.0).invoke("start", {}, random.Random(seed))
+        assert value["cut"] is True
+        pairs.append(value["targets"])
+        if not kraft:
+            assert 1 not in value["targets"] and value.get("chosen_apart_from_controller") in (None, 1)
+            assert sorted(stand.cuts[:2]) == [(2, [3], INTERNAL_PORT), (3, [2], INTERNAL_PORT)]
+    assert any(1 in pair for pair in pairs) is kraft
+
+
+def test_without_a_pair_apart_from_the_controller_the_transfer_goes_on_without_the_cut(stand):
+    stand.isrs = {0: [1, 2, 3], 1: [2, 1], 2: [3, 1]}  # only partition 0 (led by 1) has two in-sync followers
+    value = nemesis(stand, Events(), cut_probability=1.0, kill_probability=0.0).invoke("start", {}, random.Random(2))
+    assert value["cut"] is False and stand.cuts == []
+    assert "apart from the controller 1" in value["cut_dropped"] and 1 in value["targets"]
 
 
 def test_a_partition_without_an_in_sync_follower_is_skipped_with_the_reason(stand):
