@@ -167,8 +167,8 @@ class QueueWorkload:
         return time.monotonic() + rng.uniform(0.0, 2 * self.crash_clients_s)
 
     def _crash(self, client: ProducerClient) -> ProducerClient:
-        """Jepsen's client crash: leave the producer, as Jepsen's Kafka client does (it closes it),
-        and go on with a fresh one. Why: every producer here sends to every partition all the time,
+        """Jepsen's client crash (--crash-clients): leave the producer and go on with a fresh one.
+        Why: every producer here sends to every partition all the time,
         so once a leader stops answering (an acks=all request waiting on a cut-off follower) each of
         them has a request pending there, and Kafka answers a connection's requests in order, so
         none of them learns of a new leader until the old one answers. In 7 of 7 cut transfers on
