@@ -183,6 +183,9 @@ def _size(n: int) -> str:
     return str(n)
 
 
+RUN_FILES = ("history.jsonl", "history.parquet", "results.json", "config.json")  # as the dashboard counts runs
+
+
 def render_report(run_dir: Path | str, output: Path | str | None = None) -> Path:
     """Write report.html (into RUN_DIR, or `output`) and return its path. Raises HarnessError for a
     missing run directory or a malformed results.json/config.json; anything else missing is shown
@@ -197,6 +200,11 @@ def render_report(run_dir: Path | str, output: Path | str | None = None) -> Path
         raise HarnessError(f"{run_dir}: no such run directory.", hint="pass a folder written by `python -m harness run` (<store>/<run-id>)")
     out = Path(output) if output is not None else run_dir
     results_dir = out if (out / "results.json").is_file() else run_dir
+    if not any((d / name).is_file() for d in {run_dir, results_dir} for name in RUN_FILES):
+        # An empty or unrelated folder used to get a 4.8 MB "not checked yet" page and exit 0.
+        raise HarnessError(f"{run_dir} holds no run: none of {', '.join(RUN_FILES)} is there.",
+                           hint="pass a folder written by `python -m harness run` (<store>/<run-id>); "
+                                "`python -m harness dashboard STORE` lists a store's runs")
     results = load_results(results_dir)
     config = _read_json(run_dir / "config.json", "config.json")
     cluster = _read_json(run_dir / "cluster.json", "cluster.json")

@@ -54,6 +54,14 @@ def test_missing_history_and_config_still_render(tmp_path: Path, store: Path) ->
     assert "no timeline" in own and "config.json is missing" in own
 
 
+def test_a_folder_without_a_run_is_refused_and_left_alone(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a run")
+    result = CliRunner().invoke(report, [str(tmp_path)])
+    assert result.exit_code == 2
+    assert "holds no run" in result.output and "history.jsonl" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
 def test_malformed_results_is_an_error(tmp_path: Path, store: Path) -> None:
     d = tmp_path / "bad"
     shutil.copytree(run_of(store, "clean"), d)
