@@ -155,6 +155,9 @@ def run_detection(
         settings["compare_replicas"] = True
     if crash_clients_s is not None:  # likewise
         settings["crash_clients_s"] = crash_clients_s
+    # The packages' own settings (coins, targets, windows) too: when a default changes, as the
+    # transfer's coins did (0.5 to 0.75, 2026-11-25), the runs before and after are two measurements.
+    settings["nemesis_options"] = nemesis_options(packages)
     # The latest row of each run wins; a run that FAILED (broker never up, cluster unreachable: on
     # this 2-core machine four sweeps at once made both happen) has no verdict and is run again.
     done = {k: r for k, r in {r.key(): r for r in read_ledger(store)}.items() if r.failed is None}
@@ -180,6 +183,13 @@ def run_detection(
             if on_run is not None:
                 on_run(result, False)
     return Detection(runs)
+
+
+def nemesis_options(packages: tuple[str, ...] | list[str]) -> dict[str, dict[str, Any]]:
+    """What each package's defaults are in this checkout (as config.json records them), JSON-shaped."""
+    from nemesis.runner import build_nemeses
+
+    return json.loads(json.dumps({name: n.options() for name, n in build_nemeses(list(packages)).items()}))
 
 
 def _execute(store: Path, version: str, profile: str, seed: int, settings: dict[str, Any], finisher: Any) -> DetectionRun:

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.detection import LEDGER, Detection, DetectionRun, profile_for, read_ledger, run_detection
+from harness.detection import LEDGER, Detection, DetectionRun, nemesis_options, profile_for, read_ledger, run_detection
+from nemesis.transfer import TransferNemesis
 
-SETTINGS = {"time_limit_s": 120.0, "interval_s": 10.0, "rate": 500.0, "nemesis": ["kill", "partition", "pause"]}
+SETTINGS = {"time_limit_s": 120.0, "interval_s": 10.0, "rate": 500.0, "nemesis": ["kill", "partition", "pause"],
+            "nemesis_options": nemesis_options(["kill", "partition", "pause"])}
 
 
 def made(version: str, seed: int, verdict: str = "valid", **kw) -> DetectionRun:  # type: ignore[no-untyped-def]
@@ -95,6 +97,23 @@ def test_an_option_is_another_measurement_and_absent_from_the_key_when_off(tmp_p
     run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs(), **{option: value})
     run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs(), **{option: value})  # resumed: not run again
     assert [s.get(key) for s in seen] == [None, value]
+
+
+def test_a_changed_package_default_is_another_measurement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The transfer's coins went from 0.5 to 0.75: the runs before and after must not merge."""
+    seen = []
+
+    def execute(store, version, profile, seed, settings, finisher):  # type: ignore[no-untyped-def]
+        seen.append(settings["nemesis_options"]["transfer"]["cut_probability"])
+        return DetectionRun(version, profile, seed, settings, f"/store/{version}/run-{seed}", "valid")
+
+    knobs = {**_knobs(), "packages": ("transfer",)}
+    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **knobs)
+    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **knobs)  # resumed: not run again
+    made_before = TransferNemesis.__init__
+    monkeypatch.setattr(TransferNemesis, "__init__", lambda self, **kw: made_before(self, **{"cut_probability": 0.1, **kw}))
+    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **knobs)
+    assert seen == [0.75, 0.1]
 
 
 def test_a_named_profile_runs_on_every_version_and_is_another_measurement(tmp_path: Path) -> None:
