@@ -24,16 +24,14 @@ from typing import Any, Callable
 import pytest
 
 from harness.provision.settings import DEFAULT_KAFKA_VERSION
+from harness.regression import DEFAULT_VERSIONS as REGRESSION_VERSIONS
+from harness.regression import recipe_for
 
 DEFAULT_WORKLOADS = ("queue",)
 DEFAULT_NEMESES = ("partition", "kill", "pause", "clock", "loss", "partition+kill+pause+clock")
 DEFAULT_PROFILES = ("safe", "unsafe")
 DEFAULT_TIME_LIMIT_S = 60.0
 DEFAULT_RUNNER = "harness.pytest_chaos:real_runner"
-# The old-version regression set (--chaos-regression) under faults that measurably find its bugs: 0.10.2.2's KIP-101
-# loss in 3 of 10 seeds (docs/detection.md). 1.1.1 (0 of 40 safe random runs) would fail nightly: only when named.
-REGRESSION_VERSIONS = ("0.10.2.2",)
-REGRESSION_NEMESIS = "kill+partition+pause+flap+rejoin"
 EXAMPLES_SHOWN = 3  # per anomaly kind, in a failure report
 
 SETTINGS_KEY = pytest.StashKey["ChaosSettings"]()
@@ -49,10 +47,13 @@ class ChaosCase:
     profile: str
     kafka_version: str
     seed: int
+    compare_replicas: bool = False  # run options of a regression recipe (harness/regression.py)
+    crash_clients_s: float | None = None
 
     @property
     def id(self) -> str:
-        return f"{self.workload}-{self.nemesis}-{self.profile}-{self.kafka_version}-seed{self.seed}"
+        extra = ("-cmp" if self.compare_replicas else "") + (f"-crash{self.crash_clients_s:g}" if self.crash_clients_s else "")
+        return f"{self.workload}-{self.nemesis}-{self.profile}-{self.kafka_version}{extra}-seed{self.seed}"
 
     @property
     def expect_valid(self) -> bool:
@@ -79,10 +80,12 @@ class ChaosSettings:
     regression_versions: tuple[str, ...] = ()  # empty unless --chaos-regression
 
     def regression_cases(self, version: str) -> list[ChaosCase]:
-        """One case per seed of the regression set's `version`; its profile as the detection sweep's."""
+        """One case per seed of the regression set's `version`: its recipe, and its profile as the detection sweep's."""
         from harness.detection import profile_for
 
-        return [ChaosCase("queue", REGRESSION_NEMESIS, profile_for(version), version, s) for s in self.seeds]
+        r = recipe_for(version)
+        return [ChaosCase("queue", r.nemesis, profile_for(version), version, s, r.compare_replicas, r.crash_clients_s)
+                for s in self.seeds]
 
     def cases(self) -> list[ChaosCase]:
         return [ChaosCase(w, n, p, v, s) for w in self.workloads for n in self.nemeses for p in self.profiles
@@ -125,8 +128,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--chaos-nemesis-interval", default=10.0, type=float, help="Mean seconds between a fault's start and stop (default 10).")
     g.addoption("--chaos-regression", action="store_true",
                 help="Also run the old-version regression set, a positive control of the suite itself: for each of "
-                     "--chaos-regression-versions, every seed runs `safe` (no-idempotence before 0.11) under random "
-                     f"{REGRESSION_NEMESIS}, and the test passes only if some seed finds a forbidden loss or divergence.")
+                     "--chaos-regression-versions, every seed runs `safe` (no-idempotence before 0.11) under the random "
+                     "recipe measured to find its bug (harness/regression.py), and the test passes only if some seed "
+                     "finds a forbidden loss or divergence.")
     g.addoption("--chaos-regression-versions", default=",".join(REGRESSION_VERSIONS),
                 help=f"Versions of the regression set (default {','.join(REGRESSION_VERSIONS)}).")
     g.addoption("--chaos-runner", default=DEFAULT_RUNNER, metavar="MODULE:FUNCTION", help="Per-test runner (for the plugin's own tests).")
@@ -184,18 +188,12 @@ def parse_settings(config: pytest.Config) -> ChaosSettings:
 
 
 def _regression_versions(text: str) -> tuple[str, ...]:
-    from harness.errors import KafkaVersionError
-    from harness.provision.kafka_jars import parse_version
+    from harness.regression import parse_versions
 
-    versions = split_list(text)
     try:
-        for v in versions:
-            parse_version(v)
-    except KafkaVersionError as exc:
-        raise pytest.UsageError(f"--chaos-regression-versions: {exc.message}") from None
-    if not versions:
-        raise pytest.UsageError("--chaos-regression-versions: give at least one version")
-    return versions
+        return parse_versions(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--chaos-regression-versions: {exc}") from None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -345,10 +343,13 @@ def real_runner(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], An
     # Only what the case sets; every other setting takes its default from RunConfig (run_settings.DEFAULTS).
     values = dict(store=str(settings.store), workload=case.workload, profile=case.profile, kafka_version=case.kafka_version,
                   seed=case.seed, time_limit=settings.time_limit_s, nemesis=",".join(split_list(case.nemesis.replace("+", ","))),
-                  nemesis_interval=settings.nemesis_interval_s)
+                  nemesis_interval=settings.nemesis_interval_s, compare_replicas=case.compare_replicas,
+                  crash_clients=case.crash_clients_s)
     command = ["python", "-m", "harness", "run", "--workload", case.workload, "--profile", case.profile,
                "--kafka-version", case.kafka_version, "--seed", str(case.seed), "--time-limit", str(settings.time_limit_s),
                "--nemesis", values["nemesis"], "--nemesis-interval", str(settings.nemesis_interval_s)]
+    command += (["--compare-replicas"] if case.compare_replicas else []) + (
+        ["--crash-clients", str(case.crash_clients_s)] if case.crash_clients_s else [])
     store = prepare_store(settings.store)
     before = {p.name for p in store.iterdir()}
     seconds: dict[str, float] = {}

@@ -165,6 +165,31 @@ def test_real_runner_builds_the_run_from_the_run_commands_defaults(monkeypatch, 
     assert nemesis.nemeses["partition"].one_way_cuts is False
 
 
+def test_a_regression_case_runs_its_recipes_options(monkeypatch, tmp_path):
+    """1.1.1's recipe (harness/regression.py) reaches the run: replicas compared, clients crashed."""
+    import harness.run
+    from harness.errors import HarnessError
+    from harness.pytest_chaos import ChaosSettings, real_runner
+
+    seen = {}
+
+    def fake_run(config, faults=None, progress=None):
+        seen.update(config=config, nemesis=faults)
+        raise HarnessError("stub: no cluster")
+
+    monkeypatch.setattr(harness.run, "run", fake_run)
+    settings = ChaosSettings(tmp_path, 20.0, 5.0, (3,), ("4.3.1",), ("queue",), ("kill",), ("safe",), None, "x", ("1.1.1",))
+    case, = settings.regression_cases("1.1.1")
+    real_runner(case, settings, lambda: None)
+    config = seen["config"]
+    assert (config.kafka_version, config.seed, config.profile) == ("1.1.1", 3, "safe")
+    assert config.compare_replicas is True and config.crash_clients_s == 5.0
+    assert list(seen["nemesis"].nemeses) == ["transfer"]
+    old, = settings.regression_cases("0.10.2.2")
+    assert (old.nemesis, old.profile, old.compare_replicas, old.crash_clients_s) == (
+        "kill+partition+pause+flap+rejoin", "no-idempotence", False, None)
+
+
 def regression_ids(result: pytest.RunResult) -> list[str]:
     return [line.split("[", 1)[1].rstrip("]") for line in result.outlines if "::test_regression[" in line]
 
@@ -187,4 +212,4 @@ def test_regression_passes_only_when_some_seed_finds_loss(suite, runner, passed)
     if not passed:
         text = result.stdout.str()
         assert "no seed of Kafka 1.1.1 found a forbidden loss or divergence" in text
-        assert "queue-kill+partition+pause+flap+rejoin-safe-1.1.1-seed1" in text and "seed2" in text
+        assert "queue-transfer-safe-1.1.1-cmp-crash5-seed1" in text and "seed2" in text  # 1.1.1's own recipe
