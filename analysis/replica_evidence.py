@@ -32,6 +32,7 @@ def read_replica_divergence(run_dir: Path | str) -> dict[str, Any] | None:
             "diverged_offsets": int(divergence.get("diverged_offsets") or 0),
             "log_end_offsets": divergence.get("log_end_offsets"),
             "differences": (divergence.get("differences") or [])[:20],
+            "not_compared": divergence.get("not_compared") or {},  # broker -> why (e.g. outside the ISR)
         }
         if divergence.get("diverged"):
             partitions[partition]["explanation"] = explain(f"{data.get('topic')}-{partition}", divergence,
@@ -44,6 +45,7 @@ def read_replica_divergence(run_dir: Path | str) -> dict[str, Any] | None:
         "topic": data.get("topic"),
         "tool": data.get("tool"),
         "partitions": partitions,
+        "not_compared": {f"{p}/{b}": why for p, info in partitions.items() for b, why in info["not_compared"].items()},
     }
 
 
@@ -66,6 +68,9 @@ def explain(name: str, divergence: dict[str, Any], replicas: dict[str, dict[str,
     span = (f"offsets {first}-{last}" if last is not None and last != first
             else f"offset {first}" if count == 1 else f"from offset {first}")  # replicas.json before last_offset
     text = f"{name}: {count} offset(s) differ ({span})"
+    left_out = divergence.get("not_compared") or {}
+    if left_out:
+        text += " (not compared: " + "; ".join(f"broker {b}, {why}" for b, why in sorted(left_out.items())) + ")"
     diffs = divergence.get("differences") or []
     if not diffs:
         return text

@@ -145,12 +145,14 @@ def compare_replicas(cluster: KafkaCluster, version: str, run_dir: Any) -> dict[
     try:
         meta = cluster.admin().list_topics(TOPIC, timeout=30).topics[TOPIC]
         ids = {p: list(meta.partitions[p].replicas) for p in sorted(meta.partitions)}
-        evidence = collect(cluster, TOPIC, sorted(ids), version, ids, run_dir)
+        isrs = {p: list(meta.partitions[p].isrs) for p in sorted(meta.partitions)}
+        evidence = collect(cluster, TOPIC, sorted(ids), version, ids, run_dir, isrs=isrs)
     except Exception as exc:  # evidence, not the run: the history is still checked
         return {"error": f"{type(exc).__name__}: {exc}"}
     parts = evidence["partitions"]
     return {"partitions": len(parts),
             "diverged": sorted(p for p, info in parts.items() if info["divergence"]["diverged"]),
+            "not_compared": {f"{p}/{b}": why for p, info in parts.items() for b, why in info["divergence"].get("not_compared", {}).items()},
             "errors": {f"{p}/{b}": r["error"] for p, info in parts.items() for b, r in info["replicas"].items() if r.get("error")}}
 
 

@@ -90,3 +90,36 @@ def test_a_fault_schedule_stops_acting_when_its_run_ends_without_a_heal():
         time.sleep(0.6)
     assert time.monotonic() - began < 3 and nemesis.calls == 2  # the 30 s event never ran
     assert not any(t.is_alive() for t in runner._threads)
+
+
+def test_the_heal_starts_a_broker_whose_jvm_is_gone_and_says_why():
+    """A restart that Kafka refused (0.10.2.2: still registered in ZooKeeper) left the broker down
+    through the heal and the drain; the heal now starts it, as a supervisor would."""
+    from nemesis.runner import FaultRunner
+
+    class Node:
+        def __init__(self, node_id: int, alive: bool) -> None:
+            self.node_id, self.alive, self.started = node_id, alive, 0
+
+        def pid(self):  # type: ignore[no-untyped-def]
+            return 100 + self.node_id if self.alive else None
+
+        def log_tail(self, lines: int = 40) -> str:
+            return ("[t] FATAL Fatal error during KafkaServerStartable startup. Prepare to shutdown\n"
+                    "java.lang.RuntimeException: A broker is already registered on the path /brokers/ids/3.\n"
+                    "[t] INFO shutting down")
+
+        def start_process(self) -> int:
+            self.started, self.alive = self.started + 1, True
+            return 300 + self.node_id
+
+    class Cluster:
+        zookeeper = Node(0, True)
+        nodes = [zookeeper, Node(1, True), Node(3, False)]
+
+    runner = FaultRunner({}, 10)
+    runner.cluster = Cluster()  # type: ignore[assignment]
+    revived = runner.revive()
+    assert revived == {"3": {"pid": 303, "why": "java.lang.RuntimeException: A broker is already registered on the path /brokers/ids/3."}}
+    assert [n.started for n in Cluster.nodes] == [0, 0, 1]
+    assert runner.revive() == {}  # all up: nothing to do

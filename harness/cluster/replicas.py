@@ -121,11 +121,13 @@ def epoch_at(epochs: list[list[int]], offset: int) -> int | None:
     return found
 
 
-def divergence(replicas: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def divergence(replicas: dict[str, dict[str, Any]], not_compared: dict[str, str] | None = None) -> dict[str, Any]:
     """Compare replicas offset by offset up to the shortest log end: the first offset whose values
     differ, and up to MAX_DIFFERENCES differing offsets. A replica that is merely shorter (a lagging
-    follower) does not diverge; one that holds another value at the same offset does."""
-    by_offset = {rid: {r[0]: r[1] for r in rep.get("records", [])} for rid, rep in replicas.items()}
+    follower) does not diverge; one that holds another value at the same offset does. Replicas in
+    `not_compared` (id -> why) are left out, and listed with their reason."""
+    not_compared = not_compared or {}
+    by_offset = {rid: {r[0]: r[1] for r in rep.get("records", [])} for rid, rep in replicas.items() if rid not in not_compared}
     ends = {rid: (max(m) + 1 if m else 0) for rid, m in by_offset.items()}
     common_end = min(ends.values()) if ends else 0
     differences: list[dict[str, Any]] = []
@@ -145,18 +147,27 @@ def divergence(replicas: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "common_prefix": first if first is not None else common_end,
         "log_end_offsets": ends,
         "differences": differences,
+        **({"not_compared": dict(not_compared)} if not_compared else {}),
     }
 
 
 def collect(cluster: "KafkaCluster", topic: str, partitions: list[int], kafka_version: str,
-            replica_ids: dict[int, list[int]], run_dir: Path | None = None) -> dict[str, Any]:
+            replica_ids: dict[int, list[int]], run_dir: Path | None = None,
+            isrs: dict[int, list[int]] | None = None) -> dict[str, Any]:
     """Read every replica of `partitions` (replica_ids: partition -> broker ids) and compare them;
-    write RUN_DIR/replicas.json when `run_dir` is given."""
+    write RUN_DIR/replicas.json when `run_dir` is given. With `isrs` (partition -> in-sync broker
+    ids when dumped) only in-sync replicas are compared: Kafka promises nothing of a replica outside
+    the ISR until it has caught up, and it truncates when it does. 0.10.2.2, 2026-11-25: a broker
+    whose restart failed ("A broker is already registered on the path /brokers/ids/3") stayed
+    down, and its disk, 1197 offsets that it led before its death, read as a divergence."""
     result: dict[str, Any] = {"topic": topic, "kafka_version": kafka_version, "tool": dump_tool(kafka_version), "partitions": {}}
     for p in partitions:
         reps = {str(b): read_replica(cluster.node(b), topic, p, kafka_version, raw_dir=cluster.node(b).node_dir if run_dir else None)
                 for b in replica_ids[p]}
-        result["partitions"][str(p)] = {"replicas": reps, "divergence": divergence(reps)}
+        isr = None if isrs is None else sorted(isrs.get(p, []))
+        left_out = {} if isr is None else {str(b): f"not in the ISR {isr} when dumped" for b in replica_ids[p] if b not in isr}
+        result["partitions"][str(p)] = {"replicas": reps, "divergence": divergence(reps, left_out),
+                                        **({"isr": isr} if isr is not None else {})}
     if run_dir is not None:
         write_json(Path(run_dir) / "replicas.json", result, sort_keys=False, indent=1)
     return result
