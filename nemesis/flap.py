@@ -33,6 +33,7 @@ import time
 from typing import Any
 
 from harness.history.faults import KILL
+from nemesis import supervisor
 from nemesis.base import Nemesis
 from nemesis.targets import Roles, choose_nodes, leader_node, no_target_reason
 
@@ -55,13 +56,13 @@ class KillSequence(Nemesis):
         self.victims[node.node_id] = node.kill_process()
 
     def restart(self, node: Any, step: str) -> None:
-        pid = node.start_process()
+        pid = supervisor.restart(self, node, step)
         self.victims.pop(node.node_id, None)
         self.record(KILL.stop, {"targets": [node.node_id], "pids": {str(node.node_id): pid}, "step": step})
 
     def teardown(self) -> dict[str, Any]:
         assert self.cluster is not None
-        undone = {str(i): self.cluster.node(i).start_process() for i in sorted(self.victims)}
+        undone = {str(i): supervisor.restart(self, self.cluster.node(i), f"{self.name}: heal") for i in sorted(self.victims)}
         self.victims.clear()
         value = {"targets": [int(k) for k in undone], "pids": undone}
         if undone:  # a restart naming nobody would end every open kill band, the kill package's too

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.history.faults import KILL, PAUSE
+from nemesis import supervisor
 from nemesis.base import Nemesis
 from nemesis.targets import NODE_TARGETS, choose_nodes, no_target_reason
 
@@ -97,7 +98,7 @@ class KillNemesis(ProcessNemesis):
         return node.kill_process()
 
     def undo(self, node: Any) -> int | None:
-        return node.start_process()  # a no-op returning the PID if it is already running
+        return supervisor.restart(self, node, "kill")  # a no-op returning the PID if it is already running
 
 
 class PauseNemesis(ProcessNemesis):

@@ -45,8 +45,40 @@ def test_kafka_0_10_2_runs_with_zookeeper_and_keeps_acknowledged_records(prepare
         assert len(acked) == 600
         assert sorted((p, o) for p, o, _ in read) == sorted(acked.values())
         assert all(acked[v] == (p, o) for p, o, v in read)
+        refused, up_s = _kill_and_restart_at_once(cluster)
+        report_figure(f"0.10.2.2 broker killed and restarted at once: registered again after {up_s:.1f} s "
+                      f"({'after ZooKeeper refused the first restart' if refused else 'no refusal this time'})")
         run_id = cluster.run_id
     assert leftovers(run_id).containers == []
+
+
+def _kill_and_restart_at_once(cluster: KafkaCluster) -> tuple[bool, float]:
+    """Kill a broker and start it again at once, while ZooKeeper still holds its session: 0.10.2.2
+    then refuses the new JVM ("already registered"), and the supervisor (nemesis/supervisor.py)
+    starts it again. Whether or not a refusal came, the broker must be registered again."""
+    from nemesis import supervisor
+    from nemesis.process import KillNemesis
+
+    events: list[tuple[str, dict]] = []
+    kill = KillNemesis(("one",))
+    kill.cluster, kill.recorder = cluster, None
+    kill.record = lambda f, value: events.append((f, value))  # type: ignore[method-assign]
+    victim = cluster.brokers[-1]
+    victim.kill_process()
+    mark = supervisor._size(victim)
+    began = time.monotonic()
+    kill.undo(victim)
+    started = False
+    while time.monotonic() - began < 60 and not started:
+        time.sleep(0.5)
+        after = supervisor._since(victim, mark)
+        started = after.rfind(supervisor.STARTED) > after.rfind(supervisor.REFUSED)
+    up_s = time.monotonic() - began
+    time.sleep(8)  # past the session timeout (6 s): a refused JVM would be gone by now
+    assert victim.pid() is not None and victim.node_id in cluster.admin().list_topics(timeout=5).brokers, victim.log_tail(20)
+    refusals = [v for f, v in events if f == "restart" and "refused" in v]
+    assert all("already registered" in v["refused"] for v in refusals)
+    return bool(refusals), up_s
 
 
 @pytest.mark.parametrize(

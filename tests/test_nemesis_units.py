@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from time import sleep as time_sleep
+
 import pytest
 
 from harness.errors import HarnessError
@@ -123,3 +126,58 @@ def test_the_heal_starts_a_broker_whose_jvm_is_gone_and_says_why():
     assert revived == {"3": {"pid": 303, "why": "java.lang.RuntimeException: A broker is already registered on the path /brokers/ids/3."}}
     assert [n.started for n in Cluster.nodes] == [0, 0, 1]
     assert runner.revive() == {}  # all up: nothing to do
+
+
+def test_the_supervisor_starts_again_a_broker_that_zookeeper_refused(tmp_path, monkeypatch):
+    """0.10.2.2: a JVM started while ZooKeeper still holds the killed broker's session logs the
+    refusal and exits; the supervisor starts it again, records why, and stops once it started."""
+    from nemesis import supervisor
+
+    monkeypatch.setattr(supervisor, "EVERY_S", 0.01)
+    monkeypatch.setattr(supervisor, "RETRY_AFTER_S", 0.01)
+    log = tmp_path / "server.log"
+    log.write_text("[old] FATAL java.lang.RuntimeException: A broker is already registered on the path /brokers/ids/3.\n")
+
+    class Node:
+        node_id, node_dir, running, starts = 3, tmp_path, None, 0
+
+        def start_process(self) -> int:
+            self.starts += 1
+            self.running = 500 + self.starts
+            (tmp_path / "kafka.pid").write_text(str(self.running))
+            line = ("java.lang.RuntimeException: A broker is already registered on the path /brokers/ids/3. This probably"
+                    if self.starts == 1 else "[t] INFO [Kafka Server 3], started (kafka.server.KafkaServer)")
+            with log.open("a") as f:
+                f.write(line + "\n")
+            if self.starts == 1:
+                self.running = None  # the refused JVM exits
+            return 500 + self.starts
+
+        def pid_on_file(self):  # type: ignore[no-untyped-def]
+            return int((tmp_path / "kafka.pid").read_text())
+
+        def pid(self):  # type: ignore[no-untyped-def]
+            return self.running
+
+    class Nemesis:
+        cluster = type("C", (), {"is_kraft": False})()
+        events: list = []
+
+        def record(self, f, value):  # type: ignore[no-untyped-def]
+            self.events.append((f, value))
+
+    node, nemesis = Node(), Nemesis()
+    assert supervisor.restart(nemesis, node, "rejoin: the follower restarts") == 501
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and node.starts < 2:
+        time_sleep(0.01)
+    time_sleep(0.2)
+    assert node.starts == 2  # once refused, started again, then left alone
+    (f, value), = nemesis.events
+    assert f == "restart" and value["targets"] == [3] and value["pids"] == {"3": 502} and value["attempt"] == 2
+    assert value["refused"].startswith("java.lang.RuntimeException: A broker is already registered")
+    nemesis.cluster.is_kraft = True  # KRaft: nothing to watch
+    node.starts = 5
+    supervisor.restart(nemesis, node, "kill")
+    time_sleep(0.2)
+    assert node.starts == 6 and len(nemesis.events) == 1
