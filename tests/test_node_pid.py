@@ -47,3 +47,9 @@ def test_an_exec_that_never_answers_proves_no_death(tmp_path):
     node = _node(tmp_path, [(126, "OCI runtime exec failed")])
     assert node.pid() == 36 and node.container.calls == 3
     assert node.last_ps == (126, "OCI runtime exec failed")
+
+
+def test_an_empty_answer_is_asked_again(tmp_path):
+    """ps exits 1 for no such process; exit 0 with no state came only from a strained exec (load 41)."""
+    node = _node(tmp_path, [(0, ""), (0, "Sl\n")])
+    assert node.pid() == 36 and node.container.calls == 2

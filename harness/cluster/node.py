@@ -187,9 +187,10 @@ class Node:
         for attempt in range(3):
             code, out = self.exec(f"ps -o stat= -p {pid}")
             self.last_ps = (code, out.strip()[:200])
-            if code in (0, 1):
-                state = out.strip()
-                return pid if code == 0 and state and not state.startswith("Z") else None
+            state = out.strip()
+            if code == 1 or (code == 0 and state):  # exit 0 with no state is no answer either: seen
+                # at load 41, when a 1.1.1 run failed "zookeeper exited during start-up (ps: (0, ''))"
+                return pid if code == 0 and not state.startswith("Z") else None
             time.sleep(0.3 * (attempt + 1))
         return pid
 
