@@ -146,7 +146,8 @@ def compare_replicas(cluster: KafkaCluster, version: str, run_dir: Any) -> dict[
         meta = cluster.admin().list_topics(TOPIC, timeout=30).topics[TOPIC]
         ids = {p: list(meta.partitions[p].replicas) for p in sorted(meta.partitions)}
         isrs = {p: list(meta.partitions[p].isrs) for p in sorted(meta.partitions)}
-        evidence = collect(cluster, TOPIC, sorted(ids), version, ids, run_dir, isrs=isrs)
+        down = {b.node_id: "its JVM was not running when dumped" for b in cluster.brokers if b.pid() is None}
+        evidence = collect(cluster, TOPIC, sorted(ids), version, ids, run_dir, isrs=isrs, down=down)
     except Exception as exc:  # evidence, not the run: the history is still checked
         return {"error": f"{type(exc).__name__}: {exc}"}
     parts = evidence["partitions"]

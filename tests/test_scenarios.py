@@ -92,23 +92,23 @@ def test_a_hole_counts_as_a_difference():
     assert d["first_offset"] == 1 and d["differences"][0]["values"] == {"1": 2, "2": None}
 
 
-def test_a_replica_outside_the_isr_is_left_out_and_says_why():
+def test_a_replica_of_a_broker_that_is_down_is_left_out_and_says_why():
     """0.10.2.2, run 20261124T234904-ca02ac: broker 3's restart failed (already registered in
     ZooKeeper), so its disk kept queue-3's offsets 82-1278 as it led them before its death, while
-    brokers 1 and 2 went on from 82. Outside the ISR it is not a replica Kafka has caught up."""
+    brokers 1 and 2 went on from 82. A JVM that is not running has not had the chance to truncate."""
     from analysis.replica_evidence import explain
 
     base = [(o, o) for o in range(82)]
     reps = {"1": _records(*base, (82, 16027)), "2": _records(*base, (82, 16027)), "3": _records(*base, (82, 812))}
-    why = {"3": "not in the ISR [1, 2] when dumped"}
+    why = {"3": "its JVM was not running when dumped"}
     d = divergence(reps, why)
     assert d["diverged"] is False and d["not_compared"] == why and d["log_end_offsets"] == {"1": 83, "2": 83}
     assert divergence(reps)["diverged"] is True  # compared, it would read as a divergence
-    reps["2"] = _records(*base, (82, 99))  # the in-sync replicas disagree: that still counts
+    reps["2"] = _records(*base, (82, 99))  # the running replicas disagree: that still counts
     d = divergence(reps, why)
     assert d["diverged"] is True and d["differences"][0]["values"] == {"1": 16027, "2": 99}
     text = explain("queue-3", d, {b: {"records": r} for b, r in reps.items()})
-    assert text.startswith("queue-3: 1 offset(s) differ (offset 82) (not compared: broker 3, not in the ISR [1, 2] when dumped)")
+    assert text.startswith("queue-3: 1 offset(s) differ (offset 82) (not compared: broker 3, its JVM was not running when dumped)")
 
 
 # --- definitions and CLI ----------------------------------------------------------------------------

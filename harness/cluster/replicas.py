@@ -153,21 +153,24 @@ def divergence(replicas: dict[str, dict[str, Any]], not_compared: dict[str, str]
 
 def collect(cluster: "KafkaCluster", topic: str, partitions: list[int], kafka_version: str,
             replica_ids: dict[int, list[int]], run_dir: Path | None = None,
-            isrs: dict[int, list[int]] | None = None) -> dict[str, Any]:
+            isrs: dict[int, list[int]] | None = None, down: dict[int, str] | None = None) -> dict[str, Any]:
     """Read every replica of `partitions` (replica_ids: partition -> broker ids) and compare them;
-    write RUN_DIR/replicas.json when `run_dir` is given. With `isrs` (partition -> in-sync broker
-    ids when dumped) only in-sync replicas are compared: Kafka promises nothing of a replica outside
-    the ISR until it has caught up, and it truncates when it does. 0.10.2.2, 2026-11-25: a broker
-    whose restart failed ("A broker is already registered on the path /brokers/ids/3") stayed
-    down, and its disk, 1197 offsets that it led before its death, read as a divergence."""
+    write RUN_DIR/replicas.json when `run_dir` is given. `isrs` (partition -> in-sync ids when
+    dumped) is recorded beside each partition. Replicas of the brokers in `down` (id -> why) are
+    read but not compared: a broker whose JVM is not running has not had the chance to truncate.
+    0.10.2.2, 2026-11-25: a broker whose restart failed stayed down, and its disk, 1197 offsets that
+    it led before its death, read as a divergence. A replica that runs but is outside the ISR IS
+    compared: 1.1.1, the same day, a follower kept its own epoch-6 records after KIP-279's wrong
+    answer, and its fetcher then died on the leader's batch ("UnexpectedAppendOffsetException"),
+    which kept it out of the ISR for good: a divergence, not a lag."""
+    down = down or {}
     result: dict[str, Any] = {"topic": topic, "kafka_version": kafka_version, "tool": dump_tool(kafka_version), "partitions": {}}
     for p in partitions:
         reps = {str(b): read_replica(cluster.node(b), topic, p, kafka_version, raw_dir=cluster.node(b).node_dir if run_dir else None)
                 for b in replica_ids[p]}
-        isr = None if isrs is None else sorted(isrs.get(p, []))
-        left_out = {} if isr is None else {str(b): f"not in the ISR {isr} when dumped" for b in replica_ids[p] if b not in isr}
+        left_out = {str(b): down[b] for b in replica_ids[p] if b in down}
         result["partitions"][str(p)] = {"replicas": reps, "divergence": divergence(reps, left_out),
-                                        **({"isr": isr} if isr is not None else {})}
+                                        **({"isr": sorted(isrs.get(p, []))} if isrs is not None else {})}
     if run_dir is not None:
         write_json(Path(run_dir) / "replicas.json", result, sort_keys=False, indent=1)
     return result
