@@ -36,7 +36,7 @@ def read_replica_divergence(run_dir: Path | str) -> dict[str, Any] | None:
         }
         if divergence.get("diverged"):
             partitions[partition]["explanation"] = explain(f"{data.get('topic')}-{partition}", divergence,
-                                                           info.get("replicas") or {})
+                                                           info.get("replicas") or {}, info.get("isr"))
     diverged = [p for p in partitions.values() if p["diverged"]]
     return {
         "diverged": bool(diverged),
@@ -58,7 +58,7 @@ def _cache(replica: dict[str, Any]) -> list[tuple[int, int]]:
     return [(int(e), int(s)) for e, s in replica.get("leader_epochs") or []]
 
 
-def explain(name: str, divergence: dict[str, Any], replicas: dict[str, dict[str, Any]]) -> str:
+def explain(name: str, divergence: dict[str, Any], replicas: dict[str, dict[str, Any]], isr: list[int] | None = None) -> str:
     """One sentence per diverged partition: where the replicas differ, who holds what at the first
     differing offset, and the leader epochs one side has and the other never had. That last part
     is KIP-279's signature: a replica that kept records of an epoch the leader never had, because
@@ -92,6 +92,9 @@ def explain(name: str, divergence: dict[str, Any], replicas: dict[str, dict[str,
             text += (f". {_names(odd).capitalize()}'s leader-epoch cache {'has' if len(odd) == 1 else 'have'} {epochs}, which "
                      f"{_names(rest)} never had (theirs: {{{', '.join(f'{e}: {s}' for e, s in caches[rest[0]])}}})")
             break
+    outside = sorted((b for b in everyone if isr is not None and int(b) not in isr), key=int)
+    if outside:  # e.g. a follower whose fetcher died on the divergent batch (UnexpectedAppendOffsetException)
+        text += f". {_names(outside).capitalize()} {'was' if len(outside) == 1 else 'were'} outside the ISR {sorted(isr or [])} when dumped"
     return text
 
 

@@ -87,6 +87,19 @@ def test_the_explanation_names_the_odd_replica_and_the_epoch_only_it_has():
     assert explain("queue-1", divergence({b: r["records"] for b, r in reps.items()}), no_epochs).endswith("hold value 35481")
 
 
+def test_the_explanation_says_when_the_odd_replica_was_outside_the_isr():
+    """1.1.1, run 20261125T002416-33dc64: broker 1 kept its epoch-6 records, and its fetcher then
+    died on the leader's batch, so it never rejoined the ISR."""
+    from analysis.replica_evidence import explain
+
+    reps = {"1": {"records": _records((0, 1), (1, 56419))}, "2": {"records": _records((0, 1), (1, 54334))},
+            "3": {"records": _records((0, 1), (1, 54334))}}
+    d = divergence({b: r["records"] for b, r in reps.items()})
+    assert explain("queue-5", d, reps, isr=[2, 3]).endswith("; at offset 1 broker 1 holds value 56419, brokers 2 and 3 hold "
+                                                           "value 54334. Broker 1 was outside the ISR [2, 3] when dumped")
+    assert "outside the ISR" not in explain("queue-5", d, reps, isr=[1, 2, 3])
+
+
 def test_a_hole_counts_as_a_difference():
     d = divergence({"1": _records((0, 1), (1, 2), (2, 3)), "2": _records((0, 1), (2, 3))})
     assert d["first_offset"] == 1 and d["differences"][0]["values"] == {"1": 2, "2": None}
