@@ -127,10 +127,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--chaos-profiles", default=",".join(DEFAULT_PROFILES), help="Comma-separated client profiles (workloads/profiles.py).")
     g.addoption("--chaos-nemesis-interval", default=10.0, type=float, help="Mean seconds between a fault's start and stop (default 10).")
     g.addoption("--chaos-regression", action="store_true",
-                help="Also run the old-version regression set, a positive control of the suite itself: for each of "
-                     "--chaos-regression-versions, every seed runs `safe` (no-idempotence before 0.11) under the random "
-                     "recipe measured to find its bug (harness/regression.py), and the test passes only if some seed "
-                     "finds a forbidden loss or divergence.")
+                help="Also run the old-version regression set, the suite's positive control: each version's seeds run "
+                     "the random recipe measured to find its bug (harness/regression.py); it passes if one finds it.")
     g.addoption("--chaos-regression-versions", default=",".join(REGRESSION_VERSIONS),
                 help=f"Versions of the regression set (default {','.join(REGRESSION_VERSIONS)}).")
     g.addoption("--chaos-runner", default=DEFAULT_RUNNER, metavar="MODULE:FUNCTION", help="Per-test runner (for the plugin's own tests).")
@@ -234,8 +232,9 @@ def assert_regression(version: str, runs: list[tuple[ChaosCase, ChaosOutcome]]) 
     found = [c for c, o in runs if results_find_loss(o.results)]
     if found:
         return
-    lines = [f"no seed of Kafka {version} found a forbidden loss or divergence: the suite may no longer find the bugs "
-             f"it was built for (or {len(runs)} seed(s) were too few: docs/detection.md gives the measured rates)"]
+    r = recipe_for(version)
+    lines = [f"no seed of Kafka {version} found a forbidden loss or divergence under {r.label}: the suite may no longer "
+             f"find the bugs it was built for (or {len(runs)} seed(s) were too few; measured: {r.measured or 'no rate'})"]
     lines += [describe(c, o) for c, o in runs]
     pytest.fail("\n".join(lines), pytrace=False)
 
