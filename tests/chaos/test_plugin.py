@@ -143,11 +143,11 @@ def test_junit_properties_and_dashboard(suite):
     assert "4 run(s) in" in result.stdout.str()
 
 
-def test_real_runner_builds_the_run_from_the_run_commands_defaults(monkeypatch, tmp_path):
-    """The case's settings over `harness run`'s defaults (flags off: no subscribe, two-way cuts)."""
+@pytest.fixture
+def stubbed_run(monkeypatch):
+    """What real_runner hands `harness run` (config and faults), with no cluster behind it."""
     import harness.run
     from harness.errors import HarnessError
-    from harness.pytest_chaos import ChaosCase, ChaosSettings, real_runner
 
     seen = {}
 
@@ -156,35 +156,33 @@ def test_real_runner_builds_the_run_from_the_run_commands_defaults(monkeypatch, 
         raise HarnessError("stub: no cluster")
 
     monkeypatch.setattr(harness.run, "run", fake_run)
+    return seen
+
+
+def test_real_runner_builds_the_run_from_the_run_commands_defaults(stubbed_run, tmp_path):
+    """The case's settings over `harness run`'s defaults (flags off: no subscribe, two-way cuts)."""
+    from harness.pytest_chaos import ChaosCase, ChaosSettings, real_runner
+
     settings = ChaosSettings(tmp_path, 20.0, 5.0, (1,), ("4.3.1",), ("queue",), ("partition+kill",), ("safe",), None, "x")
     outcome = real_runner(ChaosCase("queue", "partition+kill", "unsafe", "3.9.2", 4), settings, lambda: None)
-    config, nemesis = seen["config"], seen["nemesis"]
+    config, nemesis = stubbed_run["config"], stubbed_run["nemesis"]
     assert outcome.error == "stub: no cluster"
     assert (config.subscribe, config.profile, config.kafka_version, config.seed, config.time_limit_s) == (False, "unsafe", "3.9.2", 4, 20.0)
     assert list(nemesis.nemeses) == ["partition", "kill"] and nemesis.interval_s == 5.0
     assert nemesis.nemeses["partition"].one_way_cuts is False
 
 
-def test_a_regression_case_runs_its_recipes_options(monkeypatch, tmp_path):
+def test_a_regression_case_runs_its_recipes_options(stubbed_run, tmp_path):
     """1.1.1's recipe (harness/regression.py) reaches the run: replicas compared, clients crashed."""
-    import harness.run
-    from harness.errors import HarnessError
     from harness.pytest_chaos import ChaosSettings, real_runner
 
-    seen = {}
-
-    def fake_run(config, faults=None, progress=None):
-        seen.update(config=config, nemesis=faults)
-        raise HarnessError("stub: no cluster")
-
-    monkeypatch.setattr(harness.run, "run", fake_run)
     settings = ChaosSettings(tmp_path, 20.0, 5.0, (3,), ("4.3.1",), ("queue",), ("kill",), ("safe",), None, "x", ("1.1.1",))
     case, = settings.regression_cases("1.1.1")
     real_runner(case, settings, lambda: None)
-    config = seen["config"]
+    config = stubbed_run["config"]
     assert (config.kafka_version, config.seed, config.profile) == ("1.1.1", 3, "safe")
     assert config.compare_replicas is True and config.crash_clients_s == 5.0
-    assert list(seen["nemesis"].nemeses) == ["transfer"]
+    assert list(stubbed_run["nemesis"].nemeses) == ["transfer"]
     old, = settings.regression_cases("0.10.2.2")
     assert (old.nemesis, old.profile, old.compare_replicas, old.crash_clients_s) == (
         "kill+partition+pause+flap+rejoin", "no-idempotence", False, None)
