@@ -21,7 +21,7 @@ from plotly.subplots import make_subplots
 from analysis import html
 from analysis.registry import ANOMALIES
 from analysis.report_templates import DASHBOARD
-from analysis.results_file import stale_reason
+from analysis.results_file import RUN_FILES, stale_reason
 from analysis.verdict import HEADLINE
 from harness.errors import HarnessError
 
@@ -56,7 +56,7 @@ def collect_runs(store: Path) -> list[dict[str, Any]]:
     """One row per run directory (a folder with config.json, results.json or a history)."""
     rows = []
     for d in sorted(p for p in store.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
-        if not any((d / n).exists() for n in ("config.json", "results.json", "history.jsonl", "history.parquet")):
+        if not any((d / n).exists() for n in RUN_FILES):
             continue
         config, results = _load(d / "config.json") or {}, _load(d / "results.json")
         # A results.json that no longer describes the history is not a verdict (results_file.py).

@@ -32,7 +32,7 @@ def read_replica_divergence(run_dir: Path | str) -> dict[str, Any] | None:
             "diverged_offsets": int(divergence.get("diverged_offsets") or 0),
             "log_end_offsets": divergence.get("log_end_offsets"),
             "differences": (divergence.get("differences") or [])[:20],
-            "not_compared": divergence.get("not_compared") or {},  # broker -> why (e.g. outside the ISR)
+            "not_compared": divergence.get("not_compared") or {},  # broker -> why (its JVM was down)
         }
         if divergence.get("diverged"):
             partitions[partition]["explanation"] = explain(f"{data.get('topic')}-{partition}", divergence,
@@ -45,7 +45,6 @@ def read_replica_divergence(run_dir: Path | str) -> dict[str, Any] | None:
         "topic": data.get("topic"),
         "tool": data.get("tool"),
         "partitions": partitions,
-        "not_compared": {f"{p}/{b}": why for p, info in partitions.items() for b, why in info["not_compared"].items()},
     }
 
 

@@ -21,7 +21,7 @@ from markupsafe import Markup
 from analysis import html
 from analysis.registry import ANOMALIES, meaning
 from analysis.report_templates import REPORT
-from analysis.results_file import stale_reason
+from analysis.results_file import RUN_FILES, stale_reason
 from harness.errors import HarnessError
 
 MAX_PARTITIONS_PER_KIND = 3
@@ -181,9 +181,6 @@ def _size(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
-
-
-RUN_FILES = ("history.jsonl", "history.parquet", "results.json", "config.json")  # as the dashboard counts runs
 
 
 def render_report(run_dir: Path | str, output: Path | str | None = None) -> Path:

@@ -23,6 +23,7 @@ from typing import Any
 
 HISTORY_FILES = ("history.jsonl", "history.parquet")
 RESULTS = "results.json"
+RUN_FILES = (*HISTORY_FILES, RESULTS, "config.json")  # any one of them makes a folder a run (report, dashboard)
 STALE = {"results.json": "results.stale.json", "report.html": "report.stale.html"}
 
 

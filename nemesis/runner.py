@@ -204,9 +204,9 @@ class FaultRunner:
             fatal = [line for line in node.log_tail(400).splitlines() if " FATAL " in line or "Exception:" in line]
             try:
                 revived[str(node.node_id)] = {"pid": node.start_process(), "why": (fatal[-1] if fatal else "no FATAL line")[:400]}
+                log.warning("heal: node %s had no running JVM; started it again (%s)", node.node_id, revived[str(node.node_id)])
             except HarnessError as exc:
                 self.errors.append(f"heal: node {node.node_id} did not start again: {exc.message}")
-            log.warning("heal: node %s had no running JVM; started it again (%s)", node.node_id, revived.get(str(node.node_id)))
         return revived
 
     def wait_for_full_isr(self) -> dict[str, Any]:
