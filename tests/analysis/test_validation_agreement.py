@@ -77,6 +77,11 @@ MALFORMED = {
     "assign keys not a list": with_value(3, keys=1),
     "assign key a string": with_value(3, keys=[1, "x"]),
     "assign seek unknown": with_value(3, seek="latest"),
+    # from_json reads an int beyond int64 as null: found by the Hypothesis test below in a txn invoke
+    "txn invoke record epoch beyond int64": with_field(6, value={"sends": [], "records": [
+        {"key": 1, "offset": 0, "value": 10, "epoch": -1180591620717411303424}]}),
+    "send offset 2^63": with_value(1, offset=2**63),
+    "assign key below -2^63": with_value(3, keys=[1, -(2**63) - 1]),
 }
 
 LEGAL = {
@@ -85,6 +90,7 @@ LEGAL = {
     "negative key and value": lambda ev: with_value(1, key=-1, value=-10)(with_value(0, key=-1, value=-10)(ev)),
     "fail poll without records": with_field(5, type="fail", value=None),
     "assign with seek null": with_value(3, seek=None),
+    "int64's bounds": lambda ev: with_value(3, keys=[-(2**63), 2**63 - 1])(with_value(1, offset=2**63 - 1)(ev)),
     "unknown extra fields": with_field(1, extra={"any": "thing"}),
     "nemesis value of any shape": with_field(8, value={"offset": "x", "keys": "y", "nested": [1, {"a": 2}]}),
     "a crash with any value": with_field(8, process=3, f="crash", value={"reason": "fatal"}),
