@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Self
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from testcontainers.core.config import testcontainers_config
 from testcontainers.core.network import Network
@@ -40,12 +40,10 @@ from harness.cluster.lossy_mount import LossyMount, unmount_disks
 from harness.cluster.node import KafkaNodeContainer, Node, network_address
 from harness.cluster.metadata_views import BrokerView, collect_views, majority_view
 from harness.cluster.quorum import read_active_controller
+from harness.cluster.topics import request_topic
 from harness.provision.owner import run_labels, write_owner
 
 log = logging.getLogger(__name__)
-
-# Admin errors a topic creation is tried again after (besides those librdkafka calls retriable).
-TRANSIENT_ADMIN = (KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT, KafkaError._TIMED_OUT)
 
 # Ryuk (testcontainers' reaper) is an image we cannot pull; `cleanup` does its job.
 testcontainers_config.ryuk_disabled = True
@@ -390,21 +388,8 @@ class KafkaCluster:
             )
         else:
             new = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=topic_config)
+        request_topic(self.admin(), new, timeout_s)
         deadline = time.monotonic() + timeout_s
-        for attempt in range(1, 4):
-            try:
-                self.admin().create_topics([new], operation_timeout=timeout_s)[name].result(timeout=timeout_s)
-                break
-            except KafkaException as exc:
-                err = exc.args[0]
-                if attempt > 1 and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    break  # the attempt that failed on our side had created it
-                # The bootstrap broker's handle is dropped once librdkafka learns the brokers' own
-                # addresses; a request on it fails with _DESTROY_BROKER (a CI start-up, 2026-11-25).
-                if not (err.retriable() or err.code() in TRANSIENT_ADMIN) or attempt == 3 or time.monotonic() > deadline:
-                    raise ClusterError(f"Kafka refused to create topic {name!r}: {err.str()}") from exc
-                log.info("creating topic %r failed (%s); trying again", name, err.str())
-                time.sleep(1.0)
         while time.monotonic() < deadline:
             state = self.partition_state(name)
             if len(state) == partitions and all(p["leader"] >= 0 for p in state.values()):
