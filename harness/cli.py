@@ -131,7 +131,7 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
               help="queue workload: crash each producer after a random life of mean SECONDS and open a fresh one "
                    "(Jepsen's --crash-clients); a fresh writer goes to the leader of the moment.  [default: never]")
 @click.option("--kafka-version", default=D["kafka_version"], help="Kafka release (default: the pinned 4.x).")
-@click.option("--nemesis", default=D["nemesis"], show_default=True, help="Comma-separated fault packages (partition, kill, pause, clock, loss, power, disk, flap, rejoin, transfer), or none.")
+@click.option("--nemesis", default=D["nemesis"], show_default=True, help="Comma-separated fault packages (partition, kill, pause, clock, loss, power, disk, flap, rejoin, heir, transfer), or none.")
 @click.option("--nemesis-interval", default=D["nemesis_interval"], show_default=True, type=float, help="Mean seconds between a fault package's start and stop.")
 @click.option("--partition-targets", default=D["partition_targets"], show_default=True,
               help="Partition shapes: one, leader, controller, halves, majorities-ring, bridge, minority-third, client.")

@@ -24,6 +24,7 @@ from nemesis.base import Nemesis, NemesisRecorder
 from nemesis.clock import ClockNemesis
 from nemesis.disk import DISK_ERRORS, DISK_TARGETS, DiskNemesis
 from nemesis.flap import FlapNemesis, RejoinNemesis
+from nemesis.heir import HeirNemesis
 from nemesis.partition import SHAPES, PacketLossNemesis, PartitionNemesis
 from nemesis.power import POWER_TARGETS, PowerNemesis
 from nemesis.process import KillNemesis, PauseNemesis
@@ -66,6 +67,7 @@ def build_nemeses(
         "power": lambda: PowerNemesis(power_targets),  # by default with majority and all: correlated loss
         "flap": lambda: FlapNemesis(),  # the leader, then the new leader (nemesis/flap.py)
         "rejoin": lambda: RejoinNemesis(),  # a follower back in the ISR bounced, then the leader
+        "heir": lambda: HeirNemesis(),  # the leader, then its heir before the controller notices (nemesis/heir.py)
         "transfer": lambda: TransferNemesis(),  # a preferred election to an in-sync follower, maybe cut, maybe killed
         "disk": lambda: DiskNemesis(disk_targets, disk_errors),  # one broker's data directory fails: EIO on writes or reads, ENOSPC
     }
@@ -176,7 +178,7 @@ class FaultRunner:
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         # Order matters: resume and restart before healing the network, reset clocks last.
-        for name in ("pause", "kill", "flap", "rejoin", "transfer", "power", "disk", "partition", "loss", "clock"):
+        for name in ("pause", "kill", "flap", "rejoin", "heir", "transfer", "power", "disk", "partition", "loss", "clock"):
             if name in self.nemeses:
                 try:
                     self.nemeses[name].teardown()

@@ -13,7 +13,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-PACKAGES = ("partition", "kill", "pause", "clock", "loss", "power", "flap", "rejoin", "disk", "transfer")
+PACKAGES = ("partition", "kill", "pause", "clock", "loss", "power", "flap", "rejoin", "disk", "transfer", "heir")
 
 
 @dataclass(frozen=True)
