@@ -185,7 +185,9 @@ def test_a_regression_case_runs_its_recipes_options(stubbed_run, tmp_path):
     assert list(stubbed_run["nemesis"].nemeses) == ["transfer"]
     old, = settings.regression_cases("0.10.2.2")
     assert (old.nemesis, old.profile, old.compare_replicas, old.crash_clients_s) == (
-        "kill+partition+pause+flap+rejoin", "no-idempotence", False, None)
+        "heir", "no-idempotence", True, None)
+    unlisted, = settings.regression_cases("2.0.1")  # the compound mix, measured on every old version
+    assert (unlisted.nemesis, unlisted.compare_replicas) == ("kill+partition+pause+flap+rejoin", False)
 
 
 def regression_ids(result: pytest.RunResult) -> list[str]:
