@@ -83,8 +83,10 @@ class HeirNemesis(KillSequence):
         else:
             pair, partition, why = self.choose(look, rng)
             gap, down = round(rng.uniform(*self.gap_range_s), 3), round(rng.uniform(*self.down_range_s), 3)
+        roles = self.roles(pair)  # both, as the one look saw them; each kill records its own
         value: dict[str, Any] = {"target": "leader", "targets": [n.node_id for n in pair[:1]],
-                                 "roles": self.roles(pair), "partition": partition, "step": "heir: the leader"}
+                                 "roles": {str(n.node_id): roles.get(str(n.node_id), []) for n in pair[:1]},
+                                 "partition": partition, "step": "heir: the leader"}
         if replayed is not None:
             value["replay"] = "recorded targets"
         if len(pair) < 2:
@@ -94,7 +96,7 @@ class HeirNemesis(KillSequence):
         struck = time.monotonic()
         self.kill(leader, value)
         self.wait_until(struck + gap)
-        heir_value = {"target": "heir", "targets": [heir.node_id], "roles": {str(heir.node_id): value["roles"].get(str(heir.node_id), [])},
+        heir_value = {"target": "heir", "targets": [heir.node_id], "roles": {str(heir.node_id): roles.get(str(heir.node_id), [])},
                       "partition": partition, "heir_of": leader.node_id, "rule": HEIR_RULE,
                       "after_s": round(time.monotonic() - struck, 3),
                       "step": "heir: the replica the controller elects next, before it notices the leader died"}
@@ -104,8 +106,7 @@ class HeirNemesis(KillSequence):
         for node in (leader, heir):
             if node.node_id in self.victims:
                 self.restart(node, "heir: back after the survivor's election")
-        value["roles"] = {str(leader.node_id): value["roles"].get(str(leader.node_id), []), **heir_value["roles"]}
-        out = {**value, "targets": [leader.node_id, heir.node_id], "gap_s": gap, "down_s": down}
+        out = {**value, "targets": [leader.node_id, heir.node_id], "roles": roles, "gap_s": gap, "down_s": down}
         out.pop("step", None)
         return out
 

@@ -68,3 +68,11 @@ def test_heir_is_seeded():
 
     assert once(5) == once(5)
     assert len({once(s)[0] for s in range(12)}) == 3  # every partition can be chosen
+
+
+def test_each_kill_records_only_its_own_brokers_roles():
+    cluster, events = Cluster(), Events()
+    value = heir(cluster, events).invoke("start", {}, random.Random(1))
+    kills = [v for f, v in events if f == KILL.start]
+    assert [sorted(k["roles"]) for k in kills] == [["1"], ["2"]]
+    assert sorted(value["roles"]) == ["1", "2"] and "leader:queue-1" in value["roles"]["2"]
