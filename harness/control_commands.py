@@ -91,9 +91,14 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
                    "A separate measurement in the ledger.")
 @click.option("--markdown", "markdown_out", default=None, type=click.Path(dir_okay=False),
               help="Also write the tables to this Markdown file.")
-def detect(kafka_versions: str, profile: str | None, seeds: str, time_limit: float, nemesis: str, nemesis_interval: float, rate: float,
-           store: str, spark_master: str | None, compare_replicas: bool, crash_clients: float | None,
-           markdown_out: str | None) -> None:
+@click.option("--recipes", is_flag=True, help="Run each version under its measured recipe (harness/regression.py: "
+              "0.10.2.2 heir with replicas compared; 1.1.1 transfer with replicas compared and crash-clients 5; "
+              "any other the compound mix) instead of --nemesis/--compare-replicas/--crash-clients: issue 21's "
+              "measurement in one command.")
+@click.pass_context
+def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: str, time_limit: float, nemesis: str,
+           nemesis_interval: float, rate: float, store: str, spark_master: str | None, compare_replicas: bool,
+           crash_clients: float | None, markdown_out: str | None, recipes: bool) -> None:
     """Detection power of the random schedule: `safe` runs under role-aware kill, partition and
     pause faults, per Kafka version and seed, counting the runs that are invalid because of a
     forbidden loss or divergence.
@@ -102,7 +107,7 @@ def detect(kafka_versions: str, profile: str | None, seeds: str, time_limit: flo
     4.3.1 should come out valid. Prints each run as it ends and then two Markdown tables. Exit 0
     once every run has a verdict (findings are measurements, not failures), 2 on bad input or
     broken infrastructure."""
-    from harness.detection import profile_for, run_detection
+    from harness.detection import Detection, profile_for, run_detection
     from harness.run_dir import prepare_store
     from harness.run_settings import parse_seeds, split_list
     from harness.provision.kafka_jars import parse_version
@@ -120,11 +125,17 @@ def detect(kafka_versions: str, profile: str | None, seeds: str, time_limit: flo
             from workloads.profiles import get_profile, refuse_unsupported
 
             refuse_unsupported(get_profile(profile), "queue", version)
-    packages = _packages(nemesis, "detection runs")
+    if recipes:
+        given = [f"--{n.replace('_', '-')}" for n in ("nemesis", "compare_replicas", "crash_clients")
+                 if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]
+        if given:
+            raise click.UsageError(f"--recipes chooses each version's faults; drop {', '.join(given)}")
+    plans = _plans(versions, nemesis, compare_replicas, crash_clients, recipes)
     target = prepare_store(Path(store))
     total = len(versions) * len(seed_list)
-    console.print(f"{total} run(s): {', '.join(f'{v} ({profile_for(v, profile)})' for v in versions)} × seeds {seeds}, "
-                  f"{time_limit:g} s each under {'+'.join(packages)}; ledger {target / 'detection.jsonl'}")
+    console.print(f"{total} run(s) × seeds {seeds}, {time_limit:g} s each: "
+                  + "; ".join(f"{', '.join(f'{v} ({profile_for(v, profile)})' for v in vs)} under {label}"
+                              for vs, _, _, _, label in plans) + f"; ledger {target / 'detection.jsonl'}")
     seen = [0]
 
     def progress(r, recorded: bool) -> None:  # type: ignore[no-untyped-def]
@@ -138,10 +149,27 @@ def detect(kafka_versions: str, profile: str | None, seeds: str, time_limit: flo
         from analysis.spark import get_session
 
         spark = get_session(spark_master)
-    result = run_detection(target, versions, seed_list, time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate,
-                           packages=packages, spark=spark, on_run=progress, compare_replicas=compare_replicas,
-                           profile=profile, crash_clients_s=crash_clients)
+    runs = []
+    for vs, packages, compare, crash, _ in plans:
+        runs += run_detection(target, vs, seed_list, time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate,
+                              packages=packages, spark=spark, on_run=progress, compare_replicas=compare,
+                              profile=profile, crash_clients_s=crash).runs
+    result = Detection(runs)
     text = result.markdown()
     click.echo(text)
     if markdown_out:
         Path(markdown_out).write_text(text + "\n")
+
+
+def _plans(versions: list[str], nemesis: str, compare: bool, crash: float | None,
+           recipes: bool) -> list[tuple[list[str], tuple[str, ...], bool, float | None, str]]:
+    """(versions, packages, compare_replicas, crash_clients_s, label) per measurement: one for all
+    versions, or with --recipes one per version, its recipe (harness/regression.py)."""
+    if not recipes:
+        packages = _packages(nemesis, "detection runs")
+        extra = (["compare-replicas"] if compare else []) + ([f"crash-clients {crash:g}"] if crash is not None else [])
+        return [(versions, packages, compare, crash, " + ".join(["+".join(packages), *extra]))]
+    from harness.regression import recipe_for
+
+    return [([v], _packages(r.nemesis.replace("+", ","), "detection runs"), r.compare_replicas, r.crash_clients_s, r.label)
+            for v in versions for r in [recipe_for(v)]]

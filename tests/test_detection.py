@@ -146,10 +146,35 @@ def _knobs() -> dict:
 @pytest.mark.parametrize("args, named", [(["--seeds", "x"], "--seeds"), (["--kafka-versions", "1.x"], "not a Kafka version"),
                                          (["--nemesis", "boom"], "boom"), (["--bogus"], "--bogus"),
                                          (["--profile", "nope"], "unknown profile 'nope'"),
-                                         (["--profile", "safe", "--kafka-versions", "0.10.2.2"], "no-idempotence")])
+                                         (["--profile", "safe", "--kafka-versions", "0.10.2.2"], "no-idempotence"),
+                                         (["--recipes", "--nemesis", "kill"], "drop --nemesis")])
 def test_bad_input_exits_2_before_anything_runs(tmp_path: Path, args: list[str], named: str) -> None:
     done = subprocess.run([sys.executable, "-m", "harness", "detect", "--store", str(tmp_path / "s"), *args],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert named in done.stderr
     assert not (tmp_path / "s" / LEDGER).exists()
+
+
+def test_recipes_run_each_version_under_its_measured_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`detect --recipes`: issue 21's measurement in one command, each version under the recipe of
+    harness/regression.py, each a measurement of its own in the ledger."""
+    from click.testing import CliRunner
+
+    import harness.detection
+    from harness.control_commands import detect
+
+    def fake(store, version, profile, seed, settings, finisher):  # type: ignore[no-untyped-def]
+        return DetectionRun(version, profile, seed, settings, f"{store}/{version}/{seed}", "valid")
+
+    monkeypatch.setattr(harness.detection, "_execute", fake)
+    monkeypatch.setattr("harness.finish.Finisher", lambda **kw: None)
+    done = CliRunner().invoke(detect, ["--recipes", "--kafka-versions", "0.10.2.2,1.1.1,2.0.1", "--seeds", "1",
+                                       "--store", str(tmp_path / "s")])
+    assert done.exit_code == 0, done.output
+    ran = {r.version: r.settings for r in read_ledger(tmp_path / "s")}
+    assert ran["0.10.2.2"]["nemesis"] == ["heir"] and ran["0.10.2.2"]["compare_replicas"] is True
+    assert "crash_clients_s" not in ran["0.10.2.2"]
+    assert ran["1.1.1"]["nemesis"] == ["transfer"] and ran["1.1.1"]["crash_clients_s"] == 5.0
+    assert ran["2.0.1"]["nemesis"] == ["kill", "partition", "pause", "flap", "rejoin"]
+    assert "0.10.2.2 (no-idempotence) under heir + compare-replicas" in " ".join(done.output.split())
