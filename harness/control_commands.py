@@ -133,7 +133,10 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
     plans = _plans(versions, nemesis, compare_replicas, crash_clients, recipes)
     target = prepare_store(Path(store))
     total = len(versions) * len(seed_list)
-    console.print(f"{total} run(s) × seeds {seeds}, {time_limit:g} s each: "
+    # The seeds as resolved: '--seeds 8' is a count (1..8), and it once ran seeds 1-7 again by mistake.
+    named = (f"{seed_list[0]}..{seed_list[-1]}" if len(seed_list) > 2 and seed_list == list(range(seed_list[0], seed_list[-1] + 1))
+             else ",".join(map(str, seed_list)))
+    console.print(f"{total} run(s) × seeds {named}, {time_limit:g} s each: "
                   + "; ".join(f"{', '.join(f'{v} ({profile_for(v, profile)})' for v in vs)} under {label}"
                               for vs, _, _, _, label in plans) + f"; ledger {target / 'detection.jsonl'}")
     seen = [0]

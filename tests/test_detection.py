@@ -177,4 +177,4 @@ def test_recipes_run_each_version_under_its_measured_recipe(tmp_path: Path, monk
     assert "crash_clients_s" not in ran["0.10.2.2"]
     assert ran["1.1.1"]["nemesis"] == ["transfer"] and ran["1.1.1"]["crash_clients_s"] == 5.0
     assert ran["2.0.1"]["nemesis"] == ["kill", "partition", "pause", "flap", "rejoin"]
-    assert "0.10.2.2 (no-idempotence) under heir + compare-replicas" in " ".join(done.output.split())
+    assert "3 run(s) × seeds 1, 120 s each: 0.10.2.2 (no-idempotence) under heir + compare-replicas" in " ".join(done.output.split())
