@@ -88,6 +88,27 @@ def _fault_facts(faults: list[Fault], t: float | None, topic: str, clk: Clock) -
     return out
 
 
+AFTER_S = 30.0  # how long after a lost write's acknowledgement the faults that struck are named
+AFTER_MAX = 6
+
+
+def _struck_between(faults: list[Fault], t0: float, t1: float, topic: str, clk: Clock,
+                    known: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The faults that struck after `t0` and by `t1`, in order, not already named in `known`: the
+    sequence between an acknowledgement and the evidence it was lost (a heir killed 3 s after the
+    leader struck is neither active at the first acknowledgement nor at the second)."""
+    seen = {(k["from_s"], tuple(k["targets"])) for k in known}
+    out = []
+    for f in sorted(faults, key=lambda f: f.start_s):
+        if t0 < f.start_s <= t1 and (round(f.start_s, 3), tuple(f.targets)) not in seen:
+            fact = _fault_facts([f], f.start_s, topic, clk)[0]
+            for k in ("target", "heir_of", "step"):
+                if f.detail.get(k) is not None:
+                    fact[k] = f.detail[k]
+            out.append(fact)
+    return out[:AFTER_MAX]
+
+
 def _leader(facts: Facts, faults: list[Fault], key: int, t: float, topic: str,
             log_view: logs.LogView, clk: Clock) -> dict[str, Any]:
     """The partition's leader and leader epoch around `t`, from three sources when present:
@@ -210,6 +231,12 @@ def explain_example(name: str, ex: dict[str, Any], facts: Facts, faults: list[Fa
     out["faults_at_invoke"] = _fault_facts(faults, invoke["t_s"] if invoke else t0, topic, clk)
     acks = [a["t_s"] for a in out.get("acked_at_offset") or []]
     out["faults_at_completion"] = _fault_facts(faults, completion["t_s"] if completion else acks[0] if acks else t1, topic, clk)
+    acked_at = acks[0] if acks else completion["t_s"] if completion and completion.get("type") == "ok" else None
+    if name in ("inconsistent-offsets", "lost-write") and acked_at is not None:
+        until = max(acks) if name == "inconsistent-offsets" and len(acks) > 1 else acked_at + AFTER_S
+        out["faults_after"] = _struck_between(faults, acked_at, until, topic, clk,
+                                              out["faults_at_completion"] + out["faults_at_invoke"])
+        out["faults_after_s"] = round(until - acked_at, 3)
     if key is not None and t1 is not None:
         out["leader"] = _leader(facts, faults, key, t1, topic, log_view, clk)
     if key is not None:

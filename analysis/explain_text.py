@@ -64,6 +64,18 @@ def faults_phrase(ctx: dict[str, Any]) -> str:
     return text
 
 
+def after_phrase(ctx: dict[str, Any], until: str) -> str:
+    """'; then, before the second acknowledgement, broker 1 (heir of broker 2) was being killed at …'"""
+    said = []
+    for f in ctx.get("faults_after") or []:
+        who = _who(f, ctx.get("partition"), ctx.get("leader"))
+        if f.get("heir_of") is not None:
+            who += f" (the replica to be elected after broker {f['heir_of']})"
+        verb = _verb(f).replace("was being killed", "was killed").replace("were being killed", "were killed")
+        said.append(f"{who} {verb} {when({'t_s': f['from_s'], 'utc': f.get('from_utc')})}")
+    return f"; then, {until}, " + "; ".join(said) if said else ""
+
+
 def _epoch(r: dict[str, Any]) -> str:
     return f"written in epoch {r['epoch']}" if r.get("epoch") is not None else "epoch not reported"
 
@@ -126,8 +138,9 @@ def sentence(ctx: dict[str, Any]) -> str:
     at = ctx.get("at") or {}
     first = {"t_s": at.get("from_s"), "utc": at.get("from_utc")} if at.get("from_s") is not None else None
     if name == "lost-write":
+        window = ctx.get("faults_after_s") or 0
         return (f"{_written(ctx)}; consumers later read {p} up to offset {mr.get('offset')} and never returned it; "
-                f"{_read_elsewhere(ctx)}.")
+                f"{_read_elsewhere(ctx)}{after_phrase(ctx, f'within {window:g} s of its acknowledgement')}.")
     if name == "unseen":
         past = (f"no consumer read {p} past offset {mr['offset']} (last {when(mr)[3:]})" if mr
                 else f"no consumer read {p} at all")
@@ -139,7 +152,8 @@ def sentence(ctx: dict[str, Any]) -> str:
         acked = " and ".join(f"value {a['value']} {when(a)}" for a in ctx.get("acked_at_offset") or [])
         acked = f"was acknowledged to a producer for {acked}, " if acked else ""
         read = f"was read as {seen}" if seen else "was never read"
-        return f"offset {o} of {p} {acked}{read}; the writes there were acknowledged {faults_phrase(ctx)}."
+        between = after_phrase(ctx, "between the acknowledgements") if len(ctx.get("acked_at_offset") or []) > 1 else ""
+        return f"offset {o} of {p} {acked}{read}; the writes there were acknowledged {faults_phrase(ctx)}{between}."
     if name == "duplicate":
         where = ", ".join(str(x.get("offset")) for x in ctx.get("positions") or []) or str(o)
         done = ctx.get("completion")

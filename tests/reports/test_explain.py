@@ -244,3 +244,35 @@ def test_report_says_why_replicas_diverged(tmp_path: Path) -> None:
     (run_dir / "results.json").write_text(json.dumps(results))
     own = re.sub(r"<script>.*?</script>", "", render_report(run_dir).read_text(), flags=re.S)
     assert "queue-1: 2 offset(s) differ (offsets 4-5)" in own and "epoch 2 from offset 4, which broker 1 never had" in own
+
+
+def test_the_faults_between_two_acknowledgements_at_one_offset_are_named(tmp_path: Path) -> None:
+    """0.10.2.2 under `heir`, detection seed 1: the leader was killed as offset 2842 was first
+    acknowledged, its heir 3 s later, and the offset was acknowledged again for another value. The
+    heir's kill was active at neither acknowledgement; the sentence names it between them. A fault
+    after the second acknowledgement is not named."""
+    from tests.analysis.histories import Builder, write_run
+
+    b = Builder()
+    b.assign(5, [0])
+    b.send(0, 0, 10, 0)
+    b.add("nemesis", "info", "kill", {"target": "leader", "targets": [2], "roles": {"2": ["leader:queue-0"]}, "partition": "queue-0"})
+    b.add("nemesis", "info", "kill", {"target": "heir", "targets": [1], "roles": {"1": []}, "partition": "queue-0",
+                                      "heir_of": 2, "step": "heir: the replica the controller elects next"})
+    b.add("nemesis", "info", "restart", {"targets": [2]})
+    b.add("nemesis", "info", "restart", {"targets": [1]})
+    b.send(0, 0, 11, 0)  # offset 0 again
+    b.add("nemesis", "info", "kill", {"target": "one", "targets": [3], "roles": {}})
+    b.poll(5, [(0, 0, 11)])
+    b.add("nemesis", "info", "restart", {"targets": [3]})
+    for e in b.events:  # one event a second, as a run's faults are seconds apart
+        e["time"] *= 10**6
+    run_dir = write_run(tmp_path, b.events, {"history_start_utc": "2026-11-25T03:07:19.000000+00:00"})
+    examples = explain.examples_from_findings(reference.findings(b.events))
+    got = explain.explain(run_dir, examples, {"topic": "queue"})["examples"]["inconsistent-offsets"][0]
+    assert [f["targets"] for f in got["faults_after"]] == [[2], [1]]  # both struck after the first acknowledgement
+    heir = got["faults_after"][1]
+    assert heir["target"] == "heir" and heir["heir_of"] == 2
+    assert "then, between the acknowledgements, broker 2 (leader when struck) was killed at" in got["sentence"]
+    assert "(t=4.000 s); broker 1 (the replica to be elected after broker 2) was killed at" in got["sentence"]
+    assert "broker 3" not in got["sentence"]
