@@ -65,7 +65,7 @@ def faults_phrase(ctx: dict[str, Any]) -> str:
 
 
 def after_phrase(ctx: dict[str, Any], until: str) -> str:
-    """'; then, before the second acknowledgement, broker 1 (heir of broker 2) was being killed at …'"""
+    """'; then, between the acknowledgements, broker 1 (the replica to be elected after broker 2) was killed at …'"""
     said = []
     for f in ctx.get("faults_after") or []:
         who = _who(f, ctx.get("partition"), ctx.get("leader"))

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from harness.regression import Recipe
 
 console = Console(stderr=True)
 
@@ -137,8 +141,8 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
     named = (f"{seed_list[0]}..{seed_list[-1]}" if len(seed_list) > 2 and seed_list == list(range(seed_list[0], seed_list[-1] + 1))
              else ",".join(map(str, seed_list)))
     console.print(f"{total} run(s) × seeds {named}, {time_limit:g} s each: "
-                  + "; ".join(f"{', '.join(f'{v} ({profile_for(v, profile)})' for v in vs)} under {label}"
-                              for vs, _, _, _, label in plans) + f"; ledger {target / 'detection.jsonl'}")
+                  + "; ".join(f"{', '.join(f'{v} ({profile_for(v, profile)})' for v in vs)} under {r.label}"
+                              for vs, r in plans) + f"; ledger {target / 'detection.jsonl'}")
     seen = [0]
 
     def progress(r, recorded: bool) -> None:  # type: ignore[no-untyped-def]
@@ -153,10 +157,11 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
 
         spark = get_session(spark_master)
     runs = []
-    for vs, packages, compare, crash, _ in plans:
+    for vs, r in plans:
         runs += run_detection(target, vs, seed_list, time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate,
-                              packages=packages, spark=spark, on_run=progress, compare_replicas=compare,
-                              profile=profile, crash_clients_s=crash).runs
+                              packages=_packages(r.nemesis.replace("+", ","), "detection runs"), spark=spark,
+                              on_run=progress, compare_replicas=r.compare_replicas, profile=profile,
+                              crash_clients_s=r.crash_clients_s).runs
     result = Detection(runs)
     text = result.markdown()
     click.echo(text)
@@ -165,14 +170,12 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
 
 
 def _plans(versions: list[str], nemesis: str, compare: bool, crash: float | None,
-           recipes: bool) -> list[tuple[list[str], tuple[str, ...], bool, float | None, str]]:
-    """(versions, packages, compare_replicas, crash_clients_s, label) per measurement: one for all
-    versions, or with --recipes one per version, its recipe (harness/regression.py)."""
-    if not recipes:
-        packages = _packages(nemesis, "detection runs")
-        extra = (["compare-replicas"] if compare else []) + ([f"crash-clients {crash:g}"] if crash is not None else [])
-        return [(versions, packages, compare, crash, " + ".join(["+".join(packages), *extra]))]
-    from harness.regression import recipe_for
+           recipes: bool) -> list[tuple[list[str], Recipe]]:
+    """(versions, recipe) per measurement: the options' one for all versions, or with --recipes
+    each version's own (harness/regression.py)."""
+    from harness.regression import Recipe, recipe_for
 
-    return [([v], _packages(r.nemesis.replace("+", ","), "detection runs"), r.compare_replicas, r.crash_clients_s, r.label)
-            for v in versions for r in [recipe_for(v)]]
+    if not recipes:
+        packages = _packages(nemesis, "detection runs")  # bad package names: exit 2 before anything starts
+        return [(versions, Recipe("+".join(packages), compare_replicas=compare, crash_clients_s=crash))]
+    return [([v], recipe_for(v)) for v in versions]

@@ -101,8 +101,7 @@ class HeirNemesis(KillSequence):
                       "after_s": round(time.monotonic() - struck, 3),
                       "step": "heir: the replica the controller elects next, before it notices the leader died"}
         self.kill(heir, heir_value)
-        second = time.monotonic()
-        self.wait_until(second + down)
+        self.wait_until(time.monotonic() + down)
         for node in (leader, heir):
             if node.node_id in self.victims:
                 self.restart(node, "heir: back after the survivor's election")
