@@ -8,8 +8,9 @@ roles at that moment. Without a recorder it only logs.
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from harness.history.faults import SKIPPED, FaultKind
 
@@ -63,6 +64,8 @@ class Nemesis:
 
     # --- helpers shared by the fault kinds --------------------------------------
     def record(self, f: str, value: dict[str, Any]) -> None:
+        if "roles" in value and getattr(self, "_unseen", None):  # the replay struck before its look was back
+            value = {**value, "roles_unseen": self._unseen}
         log.info("%s %s", f, value)
         if self.recorder is not None:
             self.recorder.nemesis(f, value)
@@ -116,5 +119,27 @@ class Nemesis:
         Called as the fault strikes: its moment is `struck_at` (the runner records it as at_s)."""
         looked = self.look()
         self._looked = None  # one look per fault
+        self._unseen = looked.unseen
         self.struck_at = time.monotonic()
         return looked.of(nodes)
+
+    def look_ahead(self) -> Callable[[float], None]:
+        """Begin this fault's look now, on its own thread: for a replay, whose targets are recorded,
+        so that its look only records their roles. `settle(wait_s)`, called at the recorded moment,
+        waits at most `wait_s` more for it; a look not back by then gives way to an empty one that
+        says so (`roles_unseen` in the event), and the replay strikes on time. CI saw why: a look
+        that began as another package's kill struck waited 3 s for the dead broker's answer, and
+        its partition struck 1.1 s late, after that kill instead of before it."""
+        from nemesis.targets import Roles
+
+        assert self.cluster is not None
+        cluster, topic, began, box = self.cluster, self.topic, time.monotonic(), {}
+        thread = threading.Thread(target=lambda: box.setdefault("roles", Roles.now(cluster, topic)),
+                                  name=f"look-{self.name}", daemon=True)
+        thread.start()
+
+        def settle(wait_s: float) -> None:
+            thread.join(max(0.0, wait_s))
+            late = f"the look of the roles was not back at the recorded moment ({time.monotonic() - began:.1f} s after it began)"
+            self._looked = box.get("roles") or Roles(topic=topic, error=late, unseen=late)
+        return settle

@@ -38,6 +38,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("nemesis")
 
+# How long past its recorded moment a replayed fault waits for its look of the roles, begun after
+# the package's previous event. Its targets are recorded, so the look only names their roles; a
+# replay that waited the look's full 3 s for a just-killed broker struck after another package's
+# fault instead of before it.
+LOOK_GRACE_S = 0.25
+
 
 def build_nemeses(
     packages: list[str],
@@ -136,10 +142,13 @@ class FaultRunner:
 
     def _run(self, events: list[FaultEvent]) -> None:
         for event in events:
+            settle = None
             if event.params.get("targets") is not None and event.action == "start":
-                self.nemeses[event.package].look()  # ahead of time: the replay strikes at the recorded moment
+                settle = self.nemeses[event.package].look_ahead()  # the replay strikes at the recorded moment
             if self._stop.wait(max(0.0, self._began + event.at_s - time.monotonic())):
                 return
+            if settle is not None:
+                settle(LOOK_GRACE_S)
             self.execute(event)
 
     def execute(self, event: FaultEvent) -> None:

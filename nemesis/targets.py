@@ -37,8 +37,8 @@ _LAST_ISRS: dict[int, tuple[float, dict[int, list[int]]]] = {}
 @dataclass
 class Roles:
     """Who held which role at one moment: one look at the cluster per fault, used both to choose
-    the targets and to record their roles, so that a fault and its replay (which skips the
-    choice) spend the same time looking before they strike."""
+    the targets and to record their roles. A replay, whose targets are recorded, takes it ahead
+    of its moment (Nemesis.look_ahead), so that the look never delays the strike."""
 
     controller: int | None = None
     leaders: dict[int, int] = field(default_factory=dict)  # partition -> leader id (-1: none)
@@ -51,6 +51,7 @@ class Roles:
     rejoined: dict[int, list[int]] = field(default_factory=dict)  # partition -> ids back in its ISR since the last look
     since_s: float | None = None  # seconds since that previous look (None: no previous look)
     controller_error: str | None = None  # why the controller lookup failed (the leaders may still be known)
+    unseen: str | None = None  # set on a replay's stand-in for a look that was not back in time: why
 
     @classmethod
     def now(cls, cluster: "KafkaCluster", topic: str | None, views: Any = None) -> "Roles":
