@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from harness.cluster.lossy_mount import DISK_ERRORS
 from harness.errors import HarnessError
 from harness.history.faults import DISK_EIO_READ, DISK_EIO_WRITE, DISK_FULL
+from nemesis import supervisor
 from nemesis.power import lossy_disks
 from nemesis.process import ProcessNemesis
 
@@ -145,7 +146,7 @@ class DiskNemesis(ProcessNemesis):
             seen = {"error": struck.get("error"), "errno": cleared.get("errno"), "active_s": cleared.get("active_s"),
                     "injected": cleared.get("injected", {}), "first_hit_s": cleared.get("first_hit_s"),
                     "jvm": "running" if alive else "exited", **what_kafka_did(lines), "lines": lines}
-            seen["restarted_pid"] = None if alive else node.start_process()
+            seen["restarted_pid"] = None if alive else supervisor.restart(self, node, "disk: healed", self.stop_f)
             value["brokers"][str(node_id)] = seen
             if not alive:
                 self.watch_recovery(node, offset)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
 from harness.history.faults import POWER
+from nemesis import supervisor
 from nemesis.process import ProcessNemesis
 
 if TYPE_CHECKING:
@@ -90,4 +91,6 @@ class PowerNemesis(ProcessNemesis):
         return value
 
     def undo(self, node: Any) -> int | None:
-        return node.start_process()  # on the same directory, as after power comes back
+        # On the same directory, as after power comes back; through the supervisor, since a
+        # ZooKeeper-era broker started within its old session's 6 s is refused and exits.
+        return supervisor.restart(self, node, "power: back on", POWER.stop)

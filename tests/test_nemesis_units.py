@@ -128,9 +128,11 @@ def test_the_heal_starts_a_broker_whose_jvm_is_gone_and_says_why():
     assert runner.revive() == {}  # all up: nothing to do
 
 
-def test_the_supervisor_starts_again_a_broker_that_zookeeper_refused(tmp_path, monkeypatch):
+@pytest.mark.parametrize("stop_f", ["restart", "power-on", "disk-healed"])
+def test_the_supervisor_starts_again_a_broker_that_zookeeper_refused(tmp_path, monkeypatch, stop_f):
     """0.10.2.2: a JVM started while ZooKeeper still holds the killed broker's session logs the
-    refusal and exits; the supervisor starts it again, records why, and stops once it started."""
+    refusal and exits; the supervisor starts it again, records why under the fault's own end
+    (a kill's restart, a power cut's power-on, a disk fault's heal), and stops once it started."""
     from nemesis import supervisor
 
     monkeypatch.setattr(supervisor, "EVERY_S", 0.01)
@@ -167,14 +169,14 @@ def test_the_supervisor_starts_again_a_broker_that_zookeeper_refused(tmp_path, m
             self.events.append((f, value))
 
     node, nemesis = Node(), Nemesis()
-    assert supervisor.restart(nemesis, node, "rejoin: the follower restarts") == 501
+    assert supervisor.restart(nemesis, node, "rejoin: the follower restarts", stop_f) == 501
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and node.starts < 2:
         time_sleep(0.01)
     time_sleep(0.2)
     assert node.starts == 2  # once refused, started again, then left alone
     (f, value), = nemesis.events
-    assert f == "restart" and value["targets"] == [3] and value["pids"] == {"3": 502} and value["attempt"] == 2
+    assert f == stop_f and value["targets"] == [3] and value["pids"] == {"3": 502} and value["attempt"] == 2
     assert value["refused"].startswith("java.lang.RuntimeException: A broker is already registered")
     nemesis.cluster.is_kraft = True  # KRaft: nothing to watch
     node.starts = 5
