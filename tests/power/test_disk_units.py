@@ -64,6 +64,7 @@ class FakeDisk:
 class FakeCluster:
     root: Path
     disks: dict = field(default_factory=dict)
+    is_kraft: bool = True  # as the default cluster: the supervisor watches only ZooKeeper-era restarts
 
     def __post_init__(self) -> None:
         self.brokers = []
