@@ -26,7 +26,7 @@ class Recipe:
         return " + ".join([self.nemesis, *extra])
 
 
-# KIP-101's loss: 3 of 10 seeds on 0.10.2.2 (README, "Detection power").
+# KIP-101's loss: 3 of 10 seeds on 0.10.2.2 (docs/detection.md, attempt by attempt).
 COMPOUND = Recipe("kill+partition+pause+flap+rejoin", measured="0.10.2.2: 3 of 10 seeds found KIP-101's loss")
 
 RECIPES: dict[str, Recipe] = {
@@ -35,7 +35,7 @@ RECIPES: dict[str, Recipe] = {
     "0.10.2.2": Recipe("heir", compare_replicas=True, measured="0.10.2.2: 6 of 10 seeds found KIP-101's loss"),
     # KIP-279's divergence needs a writer with nothing pending on the old leader (crash-clients)
     # and replicas compared after the heal: no client may read it. 0 of 40 under the compound mix;
-    # 2 of 10 with the transfer's coins at 0.5, 3 of 10 at 0.75 (README, 2026-11-25).
+    # 2 of 10 with the transfer's coins at 0.5, 3 of 10 at 0.75 (docs/detection.md, 2026-11-25).
     "1.1.1": Recipe("transfer", compare_replicas=True, crash_clients_s=5.0,
                     measured="1.1.1: 3 of 10 seeds found KIP-279's divergence"),
 }

@@ -17,8 +17,8 @@ Here the heir dies *before* it is elected:
    their offsets.
 
 Leader epochs (0.11+) make S ask the leader where to truncate instead; with the leader dead it
-keeps its log, so on 1.1.1 and later the sequence is a plain double failure (measured in the
-README's "Detection power"). Under KRaft, a combined controller quorum of three loses its majority
+keeps its log, so on 1.1.1 and later the sequence is a plain double failure (measured in
+docs/detection.md). Under KRaft, a combined controller quorum of three loses its majority
 for the `down_s`.
 
 The heir is chosen among partitions whose ISR holds all three replicas (a survivor S is needed),

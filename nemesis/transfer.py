@@ -154,7 +154,7 @@ class TransferNemesis(KillSequence):
         ZooKeeper-era brokers have one listener, which carries the controller's LeaderAndIsr and
         UpdateMetadata too: with the controller in the pair, the election never reached the other
         broker (1.1.1, 2026-11-24: in 3 of 8 runs of the real transfer test with A the controller,
-        B was never told it led, and the metadata kept naming it; random runs: README). On KRaft
+        B was never told it led, and the metadata kept naming it; random runs: docs/detection.md). On KRaft
         the controller listens on its own port, which the cut leaves alone."""
         assert self.cluster is not None
         return (not self.cluster.is_kraft and look.controller is not None

@@ -172,7 +172,7 @@ class QueueWorkload:
         so once a leader stops answering (an acks=all request waiting on a cut-off follower) each of
         them has a request pending there, and Kafka answers a connection's requests in order, so
         none of them learns of a new leader until the old one answers. In 7 of 7 cut transfers on
-        1.1.1 the new leader got no record at all before it was killed (README, "Detection power").
+        1.1.1 the new leader got no record at all before it was killed (docs/detection.md).
         A fresh producer asks for metadata first and writes to the leader of the moment.
 
         The old producer is closed on a background thread, so that the new one starts at once; its
