@@ -146,7 +146,7 @@ class DiskNemesis(ProcessNemesis):
             seen = {"error": struck.get("error"), "errno": cleared.get("errno"), "active_s": cleared.get("active_s"),
                     "injected": cleared.get("injected", {}), "first_hit_s": cleared.get("first_hit_s"),
                     "jvm": "running" if alive else "exited", **what_kafka_did(lines), "lines": lines}
-            seen["restarted_pid"] = None if alive else supervisor.restart(self, node, "disk: healed", self.stop_f)
+            seen["restarted_pid"] = None if alive else supervisor.restart(self, node, "disk: healed")
             value["brokers"][str(node_id)] = seen
             if not alive:
                 self.watch_recovery(node, offset)

@@ -44,6 +44,7 @@ class KillSequence(Nemesis):
     """Base of flap and rejoin: kills and restarts recorded one by one, victims restarted on stop."""
 
     faults = (KILL,)
+    stop_f = KILL.stop  # what the supervisor records a refused restart's start again as
     poll_s = 0.5
 
     def __init__(self) -> None:

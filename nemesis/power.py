@@ -93,4 +93,4 @@ class PowerNemesis(ProcessNemesis):
     def undo(self, node: Any) -> int | None:
         # On the same directory, as after power comes back; through the supervisor, since a
         # ZooKeeper-era broker started within its old session's 6 s is refused and exits.
-        return supervisor.restart(self, node, "power: back on", POWER.stop)
+        return supervisor.restart(self, node, "power: back on")

@@ -10,12 +10,13 @@ and restarted it faster than the zookeeper timeout". On 0.10.2.2 each of 5 detec
 and the broker then stayed down until the heal: a two-broker cluster for most of the run, with
 min.insync.replicas 2. An operator's supervisor (systemd's Restart=on-failure) starts it again.
 
-`restart(nemesis, node, step, stop_f)` starts the JVM and, on a ZooKeeper-era cluster, watches that
+`restart(nemesis, node, step)` starts the JVM and, on a ZooKeeper-era cluster, watches that
 JVM's server.log (read on the host, no exec) for a bounded window: if Kafka refused it for that
-reason, it starts it again after a second, recorded as the fault's own end (`restart` after a
-kill, `power-on` after a power cut, `disk-healed` after a disk fault) with the refusal quoted. Any
-other death (a later fault's kill) is not its business. KRaft brokers register with the
-controller quorum, which fences the old incarnation instead of refusing the new one.
+reason, it starts it again after a second, recorded as the nemesis's own end event, its
+`stop_f` (`restart` after a kill, `power-on` after a power cut, `disk-healed` after a disk
+fault), with the refusal quoted. Any other death (a later fault's kill) is not its business.
+KRaft brokers register with the controller quorum, which fences the old incarnation instead of
+refusing the new one.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import threading
 import time
 from typing import Any
 
-from harness.history.faults import KILL
 
 log = logging.getLogger("nemesis")
 
@@ -37,14 +37,14 @@ RETRY_AFTER_S = 1.0  # systemd's RestartSec
 MAX_RESTARTS = 8  # about WINDOW_S / (JVM start + 1 s): bounded whatever Kafka does
 
 
-def restart(nemesis: Any, node: Any, step: str, stop_f: str = KILL.stop) -> int | None:
+def restart(nemesis: Any, node: Any, step: str) -> int | None:
     """Start `node`'s JVM (a no-op if it runs) and, before KRaft, keep it started as above; a
-    start again is recorded as `stop_f`."""
+    start again is recorded as `nemesis.stop_f`."""
     watched = getattr(node, "node_dir", None) is not None and nemesis.cluster is not None and not nemesis.cluster.is_kraft
     mark = _size(node) if watched else 0
     pid = node.start_process()
     if watched:
-        threading.Thread(target=_watch, args=(nemesis, node, pid, mark, step, stop_f), daemon=True,
+        threading.Thread(target=_watch, args=(nemesis, node, pid, mark, step), daemon=True,
                          name=f"supervise-{node.node_id}").start()
     return pid
 
@@ -63,7 +63,7 @@ def _since(node: Any, mark: int) -> str:
         return f.read().decode(errors="replace")
 
 
-def _watch(nemesis: Any, node: Any, pid: int | None, mark: int, step: str, stop_f: str) -> None:
+def _watch(nemesis: Any, node: Any, pid: int | None, mark: int, step: str) -> None:
     began = time.monotonic()
     restarts = 0
     while time.monotonic() - began < WINDOW_S and restarts < MAX_RESTARTS:
@@ -85,7 +85,7 @@ def _watch(nemesis: Any, node: Any, pid: int | None, mark: int, step: str, stop_
             return
         log.warning("supervisor: node %s refused its restart (%s); started again as PID %s", node.node_id, refusal, pid)
         try:
-            nemesis.record(stop_f, {"targets": [node.node_id], "pids": {str(node.node_id): pid},
+            nemesis.record(nemesis.stop_f, {"targets": [node.node_id], "pids": {str(node.node_id): pid},
                                        "step": f"supervisor: started again after Kafka refused the restart ({step})",
                                        "refused": refusal, "attempt": restarts + 1})
         except Exception as exc:  # a restart from the heal may outlive the history (closed after the drain)

@@ -135,6 +135,7 @@ def test_the_supervisor_starts_again_a_broker_that_zookeeper_refused(tmp_path, m
     (a kill's restart, a power cut's power-on, a disk fault's heal), and stops once it started."""
     from nemesis import supervisor
 
+    stop_event = stop_f  # the stand-in nemesis declares it, as each real one does
     monkeypatch.setattr(supervisor, "EVERY_S", 0.01)
     monkeypatch.setattr(supervisor, "RETRY_AFTER_S", 0.01)
     log = tmp_path / "server.log"
@@ -164,12 +165,13 @@ def test_the_supervisor_starts_again_a_broker_that_zookeeper_refused(tmp_path, m
     class Nemesis:
         cluster = type("C", (), {"is_kraft": False})()
         events: list = []
+        stop_f = stop_event
 
         def record(self, f, value):  # type: ignore[no-untyped-def]
             self.events.append((f, value))
 
     node, nemesis = Node(), Nemesis()
-    assert supervisor.restart(nemesis, node, "rejoin: the follower restarts", stop_f) == 501
+    assert supervisor.restart(nemesis, node, "rejoin: the follower restarts") == 501
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and node.starts < 2:
         time_sleep(0.01)
