@@ -1,5 +1,6 @@
 """The store's dashboard, `STORE/index.html`: one row per run (sortable, filterable) and trend
-plots of anomaly rates by Kafka version and by nemesis set over time.
+plots of anomaly rates by Kafka version and by nemesis set over time, drawn as static SVG (no
+chart library: a 100-run dashboard is a small page that opens at once).
 
 Trends come from `python -m analysis trends STORE` (`STORE/_trends/summary.json`, its "daily"
 rows) when present and at least as new as every results.json; otherwise the same daily rows are
@@ -15,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
+from markupsafe import Markup, escape
 
 from analysis import html
 from analysis.registry import ANOMALIES
+from analysis.report_svg import Panel, chart
 from analysis.report_templates import DASHBOARD
 from analysis.results_file import RUN_FILES, stale_reason
 from analysis.verdict import HEADLINE
@@ -111,8 +112,9 @@ def _trend_source(store: Path, rows: list[dict[str, Any]]) -> tuple[pd.DataFrame
                                      f"(run python -m analysis trends {store} for the Spark aggregation).")
 
 
-def trend_figure(daily: pd.DataFrame, by: str, title: str) -> go.Figure:
-    """Per day and `by` group: share of runs invalid, and anomalies per million events."""
+def trend_table(daily: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Per day and `by` group: runs, invalid runs, events, anomalies, the share of runs invalid and
+    anomalies per million events."""
     cols = [a.replace("-", "_") for a in ANOMALIES if a.replace("-", "_") in daily.columns]
     d = daily.copy()
     d[by] = d[by].fillna("").replace("", "none").astype(str)
@@ -120,31 +122,39 @@ def trend_figure(daily: pd.DataFrame, by: str, title: str) -> go.Figure:
     g = d.groupby(["day", by], as_index=False)[["runs", "invalid", "events", "anomalies"]].sum().sort_values("day")
     g["invalid_share"] = g["invalid"] / g["runs"]
     g["per_million"] = (g["anomalies"] * 1e6 / g["events"].where(g["events"] > 0)).fillna(0)
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("share of runs invalid", "anomalies per million events"))
-    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+    return g
+
+
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+def trend_chart(daily: pd.DataFrame, by: str, title: str, div_id: str) -> Markup:
+    """Two panels of static SVG (analysis/report_svg.py): share of runs invalid and anomalies per
+    million events, per day, one line per `by` group. Each point says how many runs it stands for,
+    on the plot (n=…) and on hover: one invalid run of one is not one of twenty (issue 19)."""
+    g = trend_table(daily, by)
+    days = sorted(g["day"].astype(str).unique())
+    pos = {d: i for i, d in enumerate(days)}
+    xdom = (-0.5, len(days) - 0.5)
+    share = Panel(56, 40, 520, 220, xdom, (0, 1.05))
+    share.frame("share of runs invalid", pct=True, xcats=days)
+    per = Panel(666, 40, 520, 220, xdom, (0, max(float(g["per_million"].max()) if len(g) else 1, 1e-9) * 1.15))
+    per.frame("anomalies per million events", xcats=days)
+    legend = []
     for i, (name, part) in enumerate(g.groupby(by)):
-        colour = palette[i % len(palette)]
-        # Each point says how many runs it stands for, on the plot and on hover: one invalid run of
-        # one is not one of twenty (issue 19).
-        text = [f"{name}: {inv}/{n} runs invalid" for inv, n in zip(part["invalid"], part["runs"])]
-        label = [f"n={n}" for n in part["runs"]]
-        fig.add_trace(go.Scatter(x=part["day"], y=part["invalid_share"], name=str(name), legendgroup=str(name),
-                                 mode="lines+markers+text", line=dict(color=colour), text=label, customdata=text,
-                                 textposition="top center", textfont=dict(size=9, color=colour),
-                                 hovertemplate="%{x}<br>%{customdata}<extra></extra>"), 1, 1)
-        per = [f"{name}: {a:.0f} anomalies in {e:.0f} events, {n} runs"
-               for a, e, n in zip(part["anomalies"], part["events"], part["runs"])]
-        fig.add_trace(go.Scatter(x=part["day"], y=part["per_million"], name=str(name), legendgroup=str(name),
-                                 showlegend=False, mode="lines+markers+text", line=dict(color=colour), text=label,
-                                 customdata=per, textposition="top center", textfont=dict(size=9, color=colour),
-                                 hovertemplate="%{x}<br>%{customdata}<extra></extra>"), 1, 2)
-    fig.update_yaxes(tickformat=".0%", range=[0, 1.05], row=1, col=1)
-    fig.update_yaxes(rangemode="tozero", row=1, col=2)
-    fig.update_layout(title=dict(text=title, font=dict(size=14)), height=340, margin=dict(l=50, r=20, t=60, b=40),
-                      plot_bgcolor="#fff", paper_bgcolor="#fff", legend=dict(title=by.replace("_", " ")))
-    fig.update_xaxes(type="category", showgrid=True, gridcolor="#eee")
-    fig.update_yaxes(showgrid=True, gridcolor="#eee")
-    return fig
+        colour = PALETTE[i % len(PALETTE)]
+        xs = [float(pos[str(d)]) for d in part["day"]]
+        for panel, col, tips in (
+                (share, "invalid_share", [f"{name} {d}: {inv}/{n} runs invalid" for d, inv, n in zip(part["day"], part["invalid"], part["runs"])]),
+                (per, "per_million", [f"{name} {d}: {a:.0f} anomalies in {e:.0f} events, {n} runs"
+                                      for d, a, e, n in zip(part["day"], part["anomalies"], part["events"], part["runs"])])):
+            ys = part[col].to_numpy(dtype=float)
+            panel.line(xs, ys, colour)
+            panel.marks(xs, ys, "circle", colour, tips, 4.5)
+            for x, y, n in zip(xs, ys, part["runs"]):
+                panel.label(x, (panel.y(y) - panel.top - 9) / panel.h, f"n={n}", colour, anchor="middle", size=9)
+        legend.append((colour, "line", str(name)))
+    return Markup(f"<h3>{escape(title)}</h3>") + chart(div_id, 1200, 290, [share, per], legend, f"trends {title}")
 
 
 def render_dashboard(store: Path | str, render_reports: bool = False, output: Path | str | None = None) -> Path:
@@ -176,8 +186,8 @@ def render_dashboard(store: Path | str, render_reports: bool = False, output: Pa
     daily, source = _trend_source(store, rows)
     plots = []
     if not daily.empty:
-        plots = [html.figure_html(trend_figure(daily, "kafka_version", "by Kafka version"), "plot-trend-version"),
-                 html.figure_html(trend_figure(daily, "nemesis", "by nemesis set"), "plot-trend-nemesis")]
+        plots = [trend_chart(daily, "kafka_version", "by Kafka version", "plot-trend-version"),
+                 trend_chart(daily, "nemesis", "by nemesis set", "plot-trend-nemesis")]
     tally: dict[str, int] = {}
     for r in rows:
         tally[r["verdict"]] = tally.get(r["verdict"], 0) + 1

@@ -1,7 +1,11 @@
 """The page shell shared by the run report and the dashboard: one Jinja2 environment (templates
-kept as Python strings so they ship with the package without package-data), the inline CSS,
-Plotly's JavaScript inlined once, and a small self-check script whose findings (JavaScript
-errors, plots drawn, network resources requested) are written into the DOM for headless tests."""
+kept as Python strings so they ship with the package without package-data), the inline CSS, and a
+small self-check script whose findings (JavaScript errors, charts drawn, network resources
+requested, load time) are written into the DOM for headless tests.
+
+Charts are static SVG inside the page (analysis/report_svg.py): a page is one small file that
+draws with no script and no other file. Plotly's JavaScript (~4.7 MB) is inlined only into an
+interactive page (`report --inline`), and then once."""
 
 from __future__ import annotations
 
@@ -12,8 +16,8 @@ from typing import Any
 
 import jinja2
 from markupsafe import Markup
-import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
+
+from analysis.report_svg import CSS as CHART_CSS
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2330;background:#f5f6f8;font-size:14px}
@@ -53,10 +57,12 @@ SELFCHECK_TAIL = """
     var el=document.getElementById('kh-selfcheck'); if(!el) return;
     var res=(performance.getEntriesByType?performance.getEntriesByType('resource'):[]).map(function(r){return r.name;});
     el.setAttribute('data-errors',JSON.stringify(window.__khErrors));
-    el.setAttribute('data-plots',String(document.querySelectorAll('.js-plotly-plot').length));
-    el.setAttribute('data-svgs',String(document.querySelectorAll('.js-plotly-plot svg.main-svg').length));
-    el.setAttribute('data-drawn',String(Array.prototype.filter.call(document.querySelectorAll('.js-plotly-plot'),function(p){return p.querySelector('svg.main-svg');}).length));
+    var charts=document.querySelectorAll('.kh-chart,.js-plotly-plot');
+    el.setAttribute('data-plots',String(charts.length));
+    el.setAttribute('data-drawn',String(Array.prototype.filter.call(charts,function(p){return p.querySelector('svg');}).length));
     el.setAttribute('data-resources',JSON.stringify(res));
+    var nav=performance.getEntriesByType?performance.getEntriesByType('navigation')[0]:null;
+    if(nav) el.setAttribute('data-loadms',String(Math.round(nav.loadEventEnd||nav.domComplete)));
     el.setAttribute('data-done','1');
   }
   window.addEventListener('load',function(){setTimeout(report,300);});
@@ -69,8 +75,8 @@ PAGE = """<!DOCTYPE html>
 <title>{{ title }}</title>
 <script>{{ selfcheck_head }}</script>
 <style>{{ css }}</style>
-<script>{{ plotlyjs }}</script>
-</head><body><main>
+{% if plotlyjs %}<script>{{ plotlyjs }}</script>
+{% endif %}</head><body><main>
 {{ body }}
 </main>
 <div id="kh-selfcheck" hidden></div>
@@ -91,6 +97,8 @@ def env() -> jinja2.Environment:
 
 @functools.lru_cache(maxsize=1)
 def _plotlyjs() -> str:
+    from plotly.offline import get_plotlyjs
+
     return get_plotlyjs()
 
 
@@ -105,16 +113,17 @@ def fmt(x: Any) -> str:
     return str(x)
 
 
-def figure_html(fig: go.Figure, div_id: str) -> Markup:
-    """A figure as a <div> + <script> (no Plotly bundle: the page carries it once)."""
+def figure_html(fig: Any, div_id: str) -> Markup:
+    """A Plotly figure as a <div> + <script> (no Plotly bundle: an interactive page carries it once)."""
     return Markup(fig.to_html(include_plotlyjs=False, full_html=False, config=PLOT_CONFIG,
                                      div_id=div_id, include_mathjax=False))
 
 
-def page(title: str, body: str) -> str:
+def page(title: str, body: str, plotly: bool = False) -> str:
+    """The whole page; with `plotly`, Plotly's JavaScript inlined once (for figure_html's figures)."""
     t = env().from_string(PAGE)
-    return t.render(title=title, body=Markup(body), css=Markup(CSS),
-                    plotlyjs=Markup(_plotlyjs()), selfcheck_head=Markup(SELFCHECK_HEAD),
+    return t.render(title=title, body=Markup(body), css=Markup(CSS + CHART_CSS),
+                    plotlyjs=Markup(_plotlyjs()) if plotly else "", selfcheck_head=Markup(SELFCHECK_HEAD),
                     selfcheck_tail=Markup(SELFCHECK_TAIL))
 
 

@@ -183,12 +183,14 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def render_report(run_dir: Path | str, output: Path | str | None = None) -> Path:
-    """Write report.html (into RUN_DIR, or `output`) and return its path. Raises HarnessError for a
+def render_report(run_dir: Path | str, output: Path | str | None = None, inline: bool = False) -> Path:
+    """Write report.html (into RUN_DIR, or `output`) and return its path: charts as static SVG
+    (a small page that draws anywhere, with no script and no other file), or with `inline`,
+    interactive Plotly charts with Plotly's JavaScript inlined (one ~5 MB file). Raises HarnessError for a
     missing run directory or a malformed results.json/config.json; anything else missing is shown
     on the page. Results are read from `output` when it holds a results.json (`check --output`),
     else from RUN_DIR; results that no longer describe the history are refused, with the reason."""
-    from analysis import report_figures as figs
+    from analysis import report_charts as charts
     from analysis import timeline
     from analysis.permissions import allowed as permitted
 
@@ -239,15 +241,15 @@ def render_report(run_dir: Path | str, output: Path | str | None = None) -> Path
                 "rows": _example_rows(name, ex, clk), "plots": [], "shown": len(ex),
                 "explained": report_explain.render(name, explained.get(name) or [], clock)}
         if found and ex and tl is not None:
-            pts = figs.anomaly_points(name, ex, explained.get(name))
+            pts = charts.anomaly_points(name, ex, explained.get(name))
             for key in list(dict.fromkeys(pts["key"].tolist()))[:MAX_PARTITIONS_PER_KIND]:
                 if n_plots >= MAX_OFFSET_PLOTS:
                     break
                 n_plots += 1
-                kind["plots"].append(html.figure_html(figs.offset_figure(tl, key, {name: pts}), f"plot-offsets-{name}-{key}"))
+                kind["plots"].append(_offsets(tl, key, {name: pts}, f"plot-offsets-{name}-{key}", inline))
         if found:
             kinds.append(kind)
-    timeline_html = html.figure_html(figs.timeline_figure(tl), "plot-timeline") if tl is not None else None
+    timeline_html = _timeline(tl, inline) if tl is not None else None
 
     verdict = results["verdict"] if results else "unchecked"
     body = html.env().from_string(REPORT).render(
@@ -266,7 +268,27 @@ def render_report(run_dir: Path | str, output: Path | str | None = None) -> Path
         extra_css=report_explain.CSS, utc=lambda t: clk.utc(t) or "",
     )
     title = f"{verdict.upper()} · Kafka run {(config or {}).get('run_id', run_dir.name)}"
-    return html.write_atomic(out / "report.html", html.page(title, body))
+    return html.write_atomic(out / "report.html", html.page(title, body, plotly=inline))
+
+
+def _timeline(tl: Any, inline: bool) -> Markup:
+    from analysis import report_charts
+
+    if not inline:
+        return report_charts.timeline_chart(tl)
+    from analysis import report_figures
+
+    return html.figure_html(report_figures.timeline_figure(tl), "plot-timeline")
+
+
+def _offsets(tl: Any, key: int, points: dict[str, Any], div_id: str, inline: bool) -> Markup:
+    from analysis import report_charts
+
+    if not inline:
+        return report_charts.offset_chart(tl, key, points, div_id)
+    from analysis import report_figures
+
+    return html.figure_html(report_figures.offset_figure(tl, key, points), div_id)
 
 
 def _href(href: str, run_dir: Path, out: Path) -> str:

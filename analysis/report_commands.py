@@ -63,8 +63,12 @@ OUTPUT = click.option("--output", type=click.Path(file_okay=False, path_type=Pat
 @click.command("report")
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @OUTPUT
-def report(run_dir: Path, output: Path | None) -> None:
-    """Write report.html (self-contained: opens offline) into RUN_DIR or --output DIR; print its path.
+@click.option("--inline", "--interactive", "inline", is_flag=True, default=False,
+              help="Interactive charts (zoom, hover) with Plotly's JavaScript inlined: one ~5 MB file to mail. "
+                   "Without it the charts are static SVG: a page of a few hundred KB that needs no other file either.")
+def report(run_dir: Path, output: Path | None, inline: bool) -> None:
+    """Write report.html into RUN_DIR or --output DIR; print its path. The page is one file that
+    opens and draws offline, copied on its own (charts as static SVG; --inline: Plotly, interactive).
 
     A results.json older than the history it describes is refused: the page then says why and
     shows no verdict. Exit 0 when written, 2 on bad input or when it cannot be written."""
@@ -75,7 +79,7 @@ def report(run_dir: Path, output: Path | None) -> None:
                                 "check that you may read and write there, or pass --output DIR"):
         if output is not None:
             output.mkdir(parents=True, exist_ok=True)
-        path = render_report(run_dir, output)
+        path = render_report(run_dir, output, inline=inline)
         size = path.stat().st_size
     click.echo(f"wrote {path} ({size / 1e6:.1f} MB in {time.perf_counter() - began:.1f} s)", err=True)
     click.echo(str(path))

@@ -1,30 +1,17 @@
-"""The report's Plotly figures, built from a `timeline.Timeline` and results.json examples.
-Every figure carries bounded data (per-second bins; scatter points capped) so the page stays
+"""The report's interactive Plotly figures, drawn only by `report --inline` (one file with Plotly
+inlined, for mailing; the default page draws static SVG, analysis/report_charts.py, whose data
+helpers these figures share). Built from a `timeline.Timeline` and results.json examples. Every figure carries bounded data (per-second bins; scatter points capped) so the page stays
 small whatever the history's size."""
 
 from __future__ import annotations
-
-import textwrap
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analysis.timeline import Timeline, sample
-
-FAULT_COLOURS = {"kill": "#e4572e", "pause": "#f3a712", "start-partition": "#7b5ea7", "start-loss": "#29a3a3",
-                 "bump-clock": "#4b7bec", "strobe-clock": "#4b7bec"}
-TYPE_COLOURS = {"ok": "#2e9e4f", "fail": "#d64545", "info": "#e8a33d"}
-MARK = {  # how each anomaly is drawn on the offset scatter
-    "lost-write": ("x", "#c62828", "lost"), "unseen": ("x-open", "#c62828", "unseen (lost if drain complete)"),
-    "duplicate": ("diamond", "#f57c00", "duplicated"), "inconsistent-offsets": ("square", "#6a1b9a", "diverged"),
-    "nonmonotonic-send": ("triangle-down", "#1565c0", "reordered send"),
-    "nonmonotonic-poll": ("triangle-down", "#00838f", "reordered read"),
-    "poll-skip": ("triangle-right", "#5d4037", "skipped read"), "aborted-read": ("star", "#ad1457", "aborted read"),
-}
-MAX_BACKGROUND = 2500  # written/read points per scatter
+from analysis.report_charts import FAULT_COLOURS, LATENCY, MARK, MAX_BACKGROUND, TYPE_COLOURS, near, zoom
+from analysis.timeline import Timeline
 
 
 def _bands(fig: go.Figure, tl: Timeline, rows: int, label_row: int = 1) -> None:
@@ -57,9 +44,6 @@ def _bands(fig: go.Figure, tl: Timeline, rows: int, label_row: int = 1) -> None:
             fig.add_vline(x=m["t"], line=dict(color=colour, width=1, dash="dot"), row=r, col=1)
         fig.add_annotation(x=m["t"], y=0.80, xref="x", yref="y domain", text=m["label"], showarrow=False,
                            textangle=-90, xanchor="right", font=dict(size=10, color=colour), row=label_row, col=1)
-
-
-LATENCY = {"send": ("#1f77b4", "#ff7f0e"), "poll": ("#17a589", "#8e44ad"), "txn": ("#5d6d7e", "#c0392b")}
 
 
 def timeline_figure(tl: Timeline) -> go.Figure:
@@ -106,59 +90,14 @@ def timeline_figure(tl: Timeline) -> go.Figure:
     return fig
 
 
-def anomaly_points(name: str, examples: list[dict[str, Any]], explained: list[dict[str, Any]] | None = None) -> pd.DataFrame:
-    """(key, offset, t, text) of every op involved in the examples of one anomaly, and of each
-    explained example (analysis/explain.py) at its acknowledgement, with its sentence as text."""
-    rows = []
-    for x in explained or []:
-        t = (x.get("completion") or {}).get("t_s", (x.get("at") or {}).get("from_s"))
-        if x.get("key") is not None and x.get("offset") is not None and t is not None:
-            rows.append({"key": int(x["key"]), "offset": int(x["offset"]), "t": float(t),
-                         "text": f"{name}: " + "<br>".join(textwrap.wrap(x.get("sentence", ""), 90))})
-    for ex in examples:
-        ops = [o for o in ex.get("ops") or [] if isinstance(o, dict)]
-        offsets = ex.get("offsets") if isinstance(ex.get("offsets"), list) else None
-        for i, op in enumerate(ops):
-            key = op.get("key", ex.get("key"))
-            off = op.get("offset")
-            if off is None:
-                off = offsets[i] if offsets and i < len(offsets) else ex.get("offset")
-            if key is None or off is None or op.get("time") is None:
-                continue
-            rows.append({"key": int(key), "offset": int(off), "t": op["time"] / 1e9,
-                         "text": f"{name}: #{op.get('index')} p{op.get('process')} {op.get('f')} {op.get('type')} "
-                                 f"value {op.get('value', ex.get('value'))} @ {key}/{off}"})
-        if not ops and ex.get("key") is not None and ex.get("offset") is not None:
-            rows.append({"key": int(ex["key"]), "offset": int(ex["offset"]), "t": np.nan, "text": name})
-    return pd.DataFrame(rows, columns=["key", "offset", "t", "text"])
-
-
-def _near(df: pd.DataFrame, times: np.ndarray, cap: int, span: float) -> pd.DataFrame:
-    """Half the points evenly over the run, half within `span` seconds of the anomalies."""
-    if len(df) <= cap:
-        return df
-    base = sample(df, cap // 2)
-    if len(times) == 0:
-        return sample(df, cap)
-    t = df["t"].to_numpy()
-    mask = np.zeros(len(df), bool)
-    for x in times[:50]:
-        mask |= (t >= x - span) & (t <= x + span)
-    return pd.concat([base, sample(df[mask], cap - len(base))]).sort_values("t")
-
-
 def _zoom(fig: go.Figure, points: dict[str, pd.DataFrame], key: int, span: float) -> None:
-    """Zoom on the anomalies of partition `key`: a few seconds either side of them and some tens of
-    offsets around them, so that a few lost records are not one blob in a whole run's scatter.
-    Double-clicking the plot (Plotly's autorange) shows the whole run again."""
-    p = pd.concat([q[q["key"] == key] for q in points.values()] or [pd.DataFrame(columns=["t", "offset"])])
-    t, o = p["t"].dropna().to_numpy(dtype=float), p["offset"].dropna().to_numpy(dtype=float)
-    if len(t):
-        pad = max(2.0, min(span, (t.max() - t.min()) * 0.5 + 2.0))
-        fig.update_xaxes(range=[t.min() - pad, t.max() + pad])
-    if len(o):
-        pad = max(20.0, (o.max() - o.min()) * 0.5)
-        fig.update_yaxes(range=[o.min() - pad, o.max() + pad])
+    """Zoom on the anomalies of partition `key` (report_charts.zoom); double-clicking the plot
+    (Plotly's autorange) shows the whole run again."""
+    xr, yr = zoom(points, key, span)
+    if xr:
+        fig.update_xaxes(range=list(xr))
+    if yr:
+        fig.update_yaxes(range=list(yr))
 
 
 def offset_figure(tl: Timeline, key: int, points: dict[str, pd.DataFrame]) -> go.Figure:
@@ -167,7 +106,7 @@ def offset_figure(tl: Timeline, key: int, points: dict[str, pd.DataFrame]) -> go
     span = max(5.0, tl.duration_s * 0.02)
     w = tl.writes[tl.writes["key"] == key]
     r = tl.reads[tl.reads["key"] == key]
-    w, r = _near(w, times, MAX_BACKGROUND, span), _near(r, times, MAX_BACKGROUND, span)
+    w, r = near(w, times, MAX_BACKGROUND, span), near(r, times, MAX_BACKGROUND, span)
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=w["t"].to_numpy(), y=w["offset"].to_numpy(), mode="markers", name="written (acked)",
                              marker=dict(size=4, color="#9ccc65"), hovertemplate="write %{y} at %{x:.3f}s<extra></extra>"))
@@ -179,7 +118,7 @@ def offset_figure(tl: Timeline, key: int, points: dict[str, pd.DataFrame]) -> go
             continue
         symbol, colour, label = MARK.get(name, ("circle", "#000", name))
         fig.add_trace(go.Scatter(x=p["t"].to_numpy(), y=p["offset"].to_numpy(), mode="markers", name=label,
-                                 text=p["text"].tolist(), hovertemplate="%{text}<br>%{x:.3f}s<extra></extra>",
+                                 text=[t.replace("\n", "<br>") for t in p["text"]], hovertemplate="%{text}<br>%{x:.3f}s<extra></extra>",
                                  marker=dict(size=13, symbol=symbol, color=colour, line=dict(width=1.5, color=colour))))
     for f in tl.faults:
         fig.add_vrect(x0=f.start_s, x1=max(f.end_s, f.start_s + 0.05), fillcolor=FAULT_COLOURS.get(f.f, "#888"),

@@ -19,12 +19,16 @@ from harness.errors import HarnessError
 from tests.reports.conftest import run_of
 from tests.reports.synth import injectable
 
-MAX_BYTES = 10_000_000
+MAX_BYTES = 1_000_000  # issue 34: a run's report is at most 1 MB (charts as static SVG, no chart library)
 
 
 def _own_markup(page: str) -> str:
-    """The page without inline <script> bodies (Plotly's bundle holds URL strings in code)."""
+    """The page without inline <script> bodies (an --inline page's Plotly bundle holds URL strings in code)."""
     return re.sub(r"<script>.*?</script>", "", page, flags=re.S)
+
+
+def _charts(page: str) -> int:
+    return page.count('<figure class="kh-chart"')
 
 
 @pytest.mark.parametrize("anomaly", injectable())
@@ -34,7 +38,8 @@ def test_report_shows_each_anomaly(store: Path, anomaly: str) -> None:
     own = _own_markup(page)
     assert not re.search(r"(src|href)=\"(https?:)?//", own), "no external resource"
     assert "<script src" not in page and "<link " not in page
-    assert page.count("Plotly.newPlot") >= 2  # timeline + offset plot of the affected partition
+    # The charts are static SVG in the page, drawn with no script: no chart library at all.
+    assert "Plotly" not in page and _charts(page) >= 2  # timeline + offset plot of the affected partition
     assert f'id="anomaly-{anomaly}"' in own and 'class="badge invalid"' in own
     assert own.index("sec-verdict") < own.index("sec-facts") < own.index("sec-timeline")
     assert "kill → broker 2" in page and "partition one → broker 1" in page
@@ -122,7 +127,7 @@ def test_dashboard_rows_and_trends(store: Path) -> None:
     own = _own_markup(page)
     assert own.count('<tr data-verdict="invalid"') == len(injectable())
     assert '<tr data-verdict="unchecked"' in own and '<tr data-verdict="valid"' in own
-    assert "computed from each run" in own and page.count("Plotly.newPlot") == 2
+    assert "computed from each run" in own and _charts(page) == 2 and "Plotly" not in page
     assert all((p / "report.html").exists() for p in store.iterdir() if p.is_dir())
 
 
@@ -135,3 +140,31 @@ def test_dashboard_prefers_trends_summary(tmp_path: Path, store: Path) -> None:
     (s / "_trends" / "summary.json").write_text(json.dumps({"runs": 4, "groups": [], "daily": [row]}))
     own = _own_markup(render_dashboard(s).read_text())
     assert "written by python -m analysis trends" in own
+
+
+def test_inline_report_is_one_interactive_file(tmp_path: Path, store: Path) -> None:
+    """`report --inline`: Plotly's JavaScript inlined once, the same charts interactive, no other file."""
+    d = run_of(store, "lost-write")
+    r = CliRunner().invoke(report, ["--inline", "--output", str(tmp_path), str(d)], catch_exceptions=False)
+    assert r.exit_code == 0
+    page = (tmp_path / "report.html").read_text()
+    assert page.count("Plotly.newPlot") >= 2 and "<script src" not in page
+    assert 'id="plot-timeline"' in page and 'id="anomaly-lost-write"' in page
+    small = render_report(d).read_text()
+    assert len(small.encode()) * 5 < len(page.encode())  # the default page is a fraction of it
+
+
+def test_report_stays_small_with_a_long_timeline(tmp_path: Path, store: Path) -> None:
+    """A soak's thousands of bins are drawn in at most report_svg.MAX_COLUMNS columns."""
+    from analysis import report_charts
+    from analysis.report_svg import MAX_COLUMNS
+
+    d = run_of(store, "clean")
+    tl = timeline.build(d, json.loads((d / "config.json").read_text()))
+    s = tl.seconds
+    long = s.loc[s.index.repeat(240)].reset_index(drop=True)  # ~7,400 one-second bins
+    long["t"] = range(len(long))
+    tl.seconds, tl.duration_s = long, float(len(long))
+    svg = report_charts.timeline_chart(tl)
+    assert len(svg.encode()) < 250_000
+    assert report_charts.rebin(long, 1)[0].shape[0] <= MAX_COLUMNS
