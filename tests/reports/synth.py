@@ -261,3 +261,50 @@ def make_results(run_dir: Path, anomaly: str | None) -> dict:
     }
     (run_dir / "results.json").write_text(json.dumps(results, indent=2))
     return results
+
+
+VERSIONS = ("3.9.1", "4.0.0", "4.3.1")
+NEMESES = (["kill"], ["partition"], ["kill", "partition"], ["pause"], ["kill", "partition", "pause"])
+
+
+def clone_store(template: Path, root: Path, runs: int = 100, per_day: int = 4) -> list[Path]:
+    """`runs` run directories in `root` made from one checked run `template`, as a nightly store of
+    many runs looks to the dashboard: history, broker logs and report.html hard-linked (no copy;
+    the history's size and time still match results.json), config.json and results.json rewritten
+    with each run's own id, day (`per_day` runs a day), Kafka version, nemesis set and verdict
+    (every seventh run invalid, with lost writes). Fast: no history is generated or checked."""
+    import datetime as dt
+    import os
+
+    base_cfg = json.loads((template / "config.json").read_text())
+    base_res = json.loads((template / "results.json").read_text())
+    out = []
+    for i in range(runs):
+        day, slot = divmod(i, per_day)
+        stamp = (dt.date(2026, 1, 1) + dt.timedelta(days=day)).strftime("%Y%m%d") + f"T{7 + slot:02d}0000"
+        name = f"{stamp}-{i:03d}"
+        d = root / name
+        for src in template.rglob("*"):
+            rel = src.relative_to(template)
+            if src.is_dir():
+                (d / rel).mkdir(parents=True, exist_ok=True)
+            elif rel.name not in ("config.json", "results.json"):
+                (d / rel).parent.mkdir(parents=True, exist_ok=True)
+                os.link(src, d / rel)
+        version, nemesis = VERSIONS[i % len(VERSIONS)], NEMESES[i % len(NEMESES)]
+        (d / "config.json").write_text(json.dumps({**base_cfg, "run_id": name, "seed": i, "kafka_version": version,
+                                                   "nemesis": nemesis}, indent=2))
+        bad = i % 7 == 3
+        counts = {**base_res["counts"], "lost-write": 2 + i % 5 if bad else 0}
+        res = {**base_res, "verdict": "invalid" if bad else "valid", "counts": counts,
+               "headline": {**base_res["headline"], "lost": counts["lost-write"]},
+               "reasons": [f"{counts['lost-write']} lost-write (not permitted by this configuration)"] if bad else [],
+               "run": {**base_res["run"], "seed": i, "kafka_version": version, "nemesis": sorted(nemesis)},
+               "checked_at": f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[9:11]}:05:00+00:00"}
+        if not bad:
+            res["examples"] = {k: [] for k in res["examples"]}
+            res["counts"] = {k: 0 for k in counts}
+            res["headline"] = {k: 0 for k in res["headline"]}
+        (d / "results.json").write_text(json.dumps(res, indent=2))
+        out.append(d)
+    return out
