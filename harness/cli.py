@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 
 from harness.errors import HarnessError
+from harness.run_options import RunCommand
 from harness.run_settings import DEFAULTS as D
 
 console = Console(stderr=True)
@@ -107,7 +108,7 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
     console.print("[green]VALID[/green]: every acknowledged record was read once, at its offset, in order")
 
 
-@cli.command(name="run")
+@cli.command(name="run", cls=RunCommand)
 @click.option("--brokers", default=D["brokers"], show_default=True, type=click.IntRange(1, 9), help="Number of Kafka brokers.")
 @click.option("--workload", default=D["workload"], show_default=True, help="queue (sends and polls), txn (transactions, read_committed) or eos (exactly-once pipeline: consume, transform, produce and commit input offsets in one transaction; read_committed readers of the output).")
 @click.option("--profile", default=D["profile"], show_default=True, help="Client profile: safe, fsync, no-idempotence, acks1, acks0, minisr1, unclean, autocommit, short-timeout, unsafe.")
@@ -131,23 +132,11 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
               help="queue workload: crash each producer after a random life of mean SECONDS and open a fresh one "
                    "(Jepsen's --crash-clients); a fresh writer goes to the leader of the moment.  [default: never]")
 @click.option("--kafka-version", default=D["kafka_version"], help="Kafka release (default: the pinned 4.x).")
-@click.option("--nemesis", default=D["nemesis"], show_default=True, help="Comma-separated fault packages (partition, kill, pause, clock, loss, power, disk, flap, rejoin, heir, transfer), or none.")
+@click.option("--nemesis", default=D["nemesis"], show_default=True, help="Comma-separated fault packages, or none (the packages are listed below).")
 @click.option("--nemesis-interval", default=D["nemesis_interval"], show_default=True, type=float, help="Mean seconds between a fault package's start and stop.")
-@click.option("--partition-targets", default=D["partition_targets"], show_default=True,
-              help="Partition shapes: one, leader, controller, halves, majorities-ring, bridge, minority-third, client.")
-@click.option("--db-targets", default=D["db_targets"], show_default=True,
-              help="Kill/pause targets: one, leader, controller, minority, majority, all, follower, rejoined (just back in an ISR).")
-@click.option("--one-way", is_flag=True, default=D["one_way"], help="Partitions cut one direction only.")
-@click.option("--power-targets", default=D["power_targets"], show_default=True,
-              help="Power-loss targets: one, leader, controller, majority, all (nemesis power).")
 @click.option("--power-writeback-s", default=D["power_writeback_s"], type=float,
               help="Power loss's model: data dirty for this many seconds had reached the disk (default: the worst case, "
                    "everything not fsynced is lost).")
-@click.option("--disk-targets", default=D["disk_targets"], show_default=True,
-              help="Disk-fault targets: one, leader, controller (nemesis disk; one broker's data directory at a time).")
-@click.option("--disk-errors", default=D["disk_errors"], show_default=True,
-              help="Disk errors to draw from: eio-write, eio-read, enospc (nemesis disk).")
-@click.option("--loss-probability", default=D["loss_probability"], show_default=True, type=float, help="Packet-loss fault: drop probability.")
 @click.option("--check/--no-check", default=True, show_default=True, help="Check the history (Spark) and write report.html at the end.")
 @click.option("--spark-master", default=None, metavar="URL", help="Spark master for the check (default: SPARK_REMOTE, else local[*]).")
 @click.option("--config", "config_file", default=None, type=click.Path(dir_okay=False, path_type=Path),
@@ -207,8 +196,8 @@ def resolve_run_settings(ctx: click.Context, flags: dict[str, Any], config_file:
         raise HarnessError("--config and --replay cannot be combined.", hint="use one of them, and flags to change single settings")
     file_values: dict[str, Any] = {}
     if config_file is not None:
-        converters = {p.name: _converter(ctx, p) for p in ctx.command.params
-                      if isinstance(p, click.Option) and p.name not in ("config_file", "replay")}
+        converters = {p.name: _converter(ctx, p) for p in ctx.command.get_params(ctx)
+                      if isinstance(p, click.Option) and p.name not in ("config_file", "replay", "help")}
         file_values = read_toml(config_file, converters)
     elif replay is not None:
         file_values = read_replay(replay)

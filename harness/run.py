@@ -41,6 +41,7 @@ class FaultPhase(Protocol):
     """What `run` needs from the fault phase (not a nemesis: it drives them by a schedule)."""
 
     packages: list[str]
+    requires: frozenset[str]  # what the faults need of the cluster (nemesis/registry.py CAPABILITIES)
     isr_timeout_s: float  # how long heal_and_stop waits for full ISRs; cut short when Kafka stops answering
 
     def __enter__(self) -> Any: ...
@@ -187,8 +188,8 @@ def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressF
         notify("starting cluster", recorder)
         began = time.monotonic()
         cluster = rd.own(KafkaCluster(brokers=config.brokers, kafka_version=version, run_id=rd.run_id, work_dir=rd.path,
-                                      lossy_data=faults is not None and bool({"power", "disk"} & set(faults.packages)),
-                                      lossy_writeback_s=config.power_writeback_s))  # nemesis/power.py, nemesis/disk.py
+                                      lossy_data=faults is not None and "lossy_data" in faults.requires,
+                                      lossy_writeback_s=config.power_writeback_s))  # nemesis/registry.py: requires
         seconds["cluster_ready"] = time.monotonic() - began
         rd.write("cluster.json", cluster.describe())
         watch = rd.own(ClusterWatch(cluster, unreachable_after_s=unreachable_bound(faults)))  # exits before the cluster

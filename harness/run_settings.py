@@ -22,18 +22,30 @@ from harness.run_config import TOPIC, RunConfig
 # Setting name -> RunConfig field, where they differ (the options say seconds in their help).
 FIELDS = {"time_limit": "time_limit_s", "drain_timeout": "drain_timeout_s", "nemesis_interval": "nemesis_interval_s",
           "crash_clients": "crash_clients_s"}
+# The run's own settings; each fault package's settings (partition_targets, ...) are declared by the
+# package (nemesis/registry.py) and added by `defaults()` and `list_keys()`.
 _SETTINGS = ("store", "workload", "profile", "brokers", "kafka_version", "time_limit", "rate", "seed", "partitions",
              "producers", "consumers", "subscribe", "abort_probability", "drain_timeout", "nemesis", "nemesis_interval",
-             "partition_targets", "db_targets", "one_way", "loss_probability", "allow_worker_errors", "compare_replicas",
-             "crash_clients", "power_targets", "power_writeback_s", "disk_targets", "disk_errors")
+             "allow_worker_errors", "compare_replicas", "crash_clients", "power_writeback_s")
 _FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig) if f.default is not dataclasses.MISSING}
 DEFAULTS: dict[str, Any] = {k: _FIELD_DEFAULTS[FIELDS.get(k, k)] for k in _SETTINGS if FIELDS.get(k, k) in _FIELD_DEFAULTS}
 DEFAULTS["store"] = "store"
 # Settings that choose the fault schedule: a replayed schedule holds only while they are unchanged.
 SCHEDULE_KEYS = ("nemesis", "nemesis_interval", "seed", "time_limit")
 
-# Keys that take a comma-separated list on the command line; TOML may give an array instead.
-LIST_KEYS = ("nemesis", "partition_targets", "db_targets", "power_targets", "disk_targets", "disk_errors")
+
+def defaults() -> dict[str, Any]:
+    """Every setting's default: the run's (DEFAULTS) and every registered package's."""
+    from nemesis import registry
+
+    return {**DEFAULTS, **registry.defaults()}
+
+
+def list_keys() -> tuple[str, ...]:
+    """Keys that take a comma-separated list on the command line; TOML may give an array instead."""
+    from nemesis import registry
+
+    return ("nemesis", *(name for name, s in registry.settings().items() if s.kind == "list"))
 
 
 def read_toml(path: Path, known: dict[str, Any]) -> dict[str, Any]:
@@ -50,7 +62,7 @@ def read_toml(path: Path, known: dict[str, Any]) -> dict[str, Any]:
         key = raw.replace("-", "_")
         if key not in known:
             raise HarnessError(f"{path}: unknown key {raw!r}.", hint=f"use any of: {', '.join(sorted(known))}")
-        if key in LIST_KEYS and isinstance(value, list):
+        if key in list_keys() and isinstance(value, list):
             value = ",".join(str(v) for v in value)
         try:
             values[key] = known[key](value)
@@ -95,20 +107,9 @@ def read_replay(path: Path) -> dict[str, Any]:
         values["schedule"] = nemesis["schedule"]  # the executed schedule: times and resolved targets
     if nemesis.get("interval_s") is not None:
         values["nemesis_interval"] = nemesis["interval_s"]
-    options = nemesis.get("options") or {}
-    if "partition" in options:
-        values["partition_targets"] = ",".join(options["partition"].get("shapes") or ())
-        values["one_way"] = bool(options["partition"].get("one_way_cuts"))
-    for package in ("kill", "pause"):
-        if package in options:
-            values["db_targets"] = ",".join(options[package].get("targets") or ())
-    if "power" in options and options["power"].get("targets"):
-        values["power_targets"] = ",".join(options["power"]["targets"])
-    for key in ("targets", "errors"):
-        if (options.get("disk") or {}).get(key):
-            values[f"disk_{key}"] = ",".join(options["disk"][key])
-    if "loss" in options and options["loss"].get("probability") is not None:
-        values["loss_probability"] = options["loss"]["probability"]
+    from nemesis import registry
+
+    values.update(registry.replayed_settings(nemesis.get("options") or {}))
     return values
 
 
@@ -137,7 +138,9 @@ def parse_seeds(text: str) -> tuple[int, ...]:
 
 def run_config(values: dict[str, Any], command_line: list[str] | None = None) -> RunConfig:
     """The RunConfig for settings; a setting left out takes its default (DEFAULTS)."""
-    v = {**DEFAULTS, **{k: x for k, x in values.items() if x is not None or k == "kafka_version"}}
+    from nemesis import registry
+
+    v = {**defaults(), **{k: x for k, x in values.items() if x is not None or k == "kafka_version"}}
     return RunConfig(
         store=Path(v["store"]), workload=v["workload"], profile=v["profile"], brokers=int(v["brokers"]),
         kafka_version=v.get("kafka_version"), time_limit_s=float(v["time_limit"]), rate=float(v["rate"]),
@@ -145,12 +148,11 @@ def run_config(values: dict[str, Any], command_line: list[str] | None = None) ->
         consumers=int(v["consumers"]), subscribe=bool(v["subscribe"]),
         abort_probability=float(v["abort_probability"]), drain_timeout_s=float(v["drain_timeout"]),
         nemesis=str(v["nemesis"]), nemesis_interval_s=float(v["nemesis_interval"]),
-        partition_targets=str(v["partition_targets"]), db_targets=str(v["db_targets"]), one_way=bool(v["one_way"]),
-        loss_probability=float(v["loss_probability"]), allow_worker_errors=bool(v["allow_worker_errors"]),
-        compare_replicas=bool(v["compare_replicas"]),
+        nemesis_settings={name: s.text(v[name]) for name, s in registry.settings().items()},
+        allow_worker_errors=bool(v["allow_worker_errors"]), compare_replicas=bool(v["compare_replicas"]),
         crash_clients_s=None if v.get("crash_clients") is None else float(v["crash_clients"]),
-        power_targets=str(v["power_targets"]), disk_targets=str(v["disk_targets"]), disk_errors=str(v["disk_errors"]),
-        power_writeback_s=None if v.get("power_writeback_s") is None else float(v["power_writeback_s"]), schedule=v.get("schedule"), replay_of=v.get("replay_of"),
+        power_writeback_s=None if v.get("power_writeback_s") is None else float(v["power_writeback_s"]),
+        schedule=v.get("schedule"), replay_of=v.get("replay_of"),
         command_line=command_line if command_line is not None else ["python", "-m", "harness", *sys.argv[1:]],
     )
 
@@ -164,11 +166,7 @@ def make_faults(config: RunConfig) -> Any:
     from nemesis.runner import FaultRunner, build_nemeses
     from nemesis.schedule import recorded_schedule
 
-    nemeses = build_nemeses(packages, partition_targets=split_list(config.partition_targets),
-                            db_targets=split_list(config.db_targets),
-                            loss_probability=config.loss_probability, one_way=config.one_way,
-                            power_targets=split_list(config.power_targets),
-                            disk_targets=split_list(config.disk_targets), disk_errors=split_list(config.disk_errors))
+    nemeses = build_nemeses(packages, config.nemesis_settings)
     schedule = recorded_schedule(config.schedule) if config.schedule else None
     return FaultRunner(nemeses, config.time_limit_s, interval_s=config.nemesis_interval_s, seed=config.seed,
                        topic=TOPIC, schedule=schedule)

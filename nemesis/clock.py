@@ -19,6 +19,7 @@ from typing import Any
 
 from harness.history.faults import CLOCK_BUMP, CLOCK_STROBE
 from nemesis.base import Nemesis
+from nemesis.registry import Package, Setting
 from nemesis.targets import choose_nodes
 
 MODES = ("bump", "strobe")
@@ -106,3 +107,7 @@ class ClockNemesis(Nemesis):
         self.offsets.clear()
         self.record(CLOCK_BUMP.stop, value)
         return value
+
+
+PACKAGES = (Package("clock", make=lambda s: ClockNemesis(), heal_rank=90, requires=frozenset({"faketime"}),
+                    summary="skew brokers' wall clocks (bump or strobe); reset on stop"),)

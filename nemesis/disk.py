@@ -35,6 +35,7 @@ from harness.history.faults import DISK_EIO_READ, DISK_EIO_WRITE, DISK_FULL
 from nemesis import supervisor
 from nemesis.power import lossy_disks
 from nemesis.process import ProcessNemesis
+from nemesis.registry import Package, Setting
 
 if TYPE_CHECKING:
     from harness.cluster import KafkaCluster
@@ -185,3 +186,13 @@ class DiskNemesis(ProcessNemesis):
         for thread in self.watchers:
             thread.join(max(0.0, deadline - time.monotonic()))
         self.watchers = [t for t in self.watchers if t.is_alive()]
+
+
+DISK_TARGETS_SETTING = Setting("disk_targets", DISK_TARGETS, recorded="targets",
+                               help=f"Disk-fault targets: {', '.join(DISK_TARGETS)} (nemesis disk; one broker's data directory at a time).")
+DISK_ERRORS_SETTING = Setting("disk_errors", DISK_ERRORS, recorded="errors",
+                              help=f"Disk errors to draw from: {', '.join(DISK_ERRORS)} (nemesis disk).")
+PACKAGES = (Package("disk", make=lambda s: DiskNemesis(s["disk_targets"], s["disk_errors"]),
+                    settings=(DISK_TARGETS_SETTING, DISK_ERRORS_SETTING), heal_rank=45,
+                    requires=frozenset({"signals", "restart", "lossy_data", "log_files"}),
+                    summary="one broker's data directory fails: EIO on writes or reads, ENOSPC"),)

@@ -35,6 +35,7 @@ from typing import Any
 from harness.history.faults import KILL
 from nemesis import supervisor
 from nemesis.base import Nemesis
+from nemesis.registry import Package, Setting
 from nemesis.targets import Roles, choose_nodes, leader_node, no_target_reason
 
 log = logging.getLogger("nemesis")
@@ -280,3 +281,11 @@ class RejoinNemesis(KillSequence):
             return None, {**value, "roles": {}, "why": why}
         node = self.cluster.node(leader)
         return node, {**value, "targets": [leader], "roles": look.of([node])}
+
+
+PACKAGES = (
+    Package("flap", make=lambda s: FlapNemesis(), heal_rank=30, requires=frozenset({"signals", "restart"}),
+            summary="kill the leader, then the new leader"),
+    Package("rejoin", make=lambda s: RejoinNemesis(), heal_rank=31, requires=frozenset({"signals", "restart"}),
+            summary="a follower back in the ISR bounced, then the leader"),
+)

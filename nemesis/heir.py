@@ -37,6 +37,7 @@ from typing import Any
 
 from harness.history.faults import KILL
 from nemesis.flap import KillSequence
+from nemesis.registry import Package, Setting
 from nemesis.targets import Roles, no_target_reason
 
 HEIR_RULE = "the first in-sync replica after the leader in the partition's assignment order"
@@ -125,3 +126,7 @@ class HeirNemesis(KillSequence):
         p = rng.choice(sorted(pool))
         leader, heir = pool[p]
         return [self.cluster.node(leader), self.cluster.node(heir)], f"{look.topic}-{p}", ""
+
+
+PACKAGES = (Package("heir", make=lambda s: HeirNemesis(), heal_rank=32, requires=frozenset({"signals", "restart"}),
+                    summary="kill the leader, then its heir before the controller notices"),)

@@ -24,6 +24,7 @@ from harness.errors import HarnessError
 from harness.history.faults import LOSS, PARTITION
 from nemesis import net
 from nemesis.base import Nemesis
+from nemesis.registry import Package, Setting
 from nemesis.targets import choose_nodes, no_target_reason
 
 if TYPE_CHECKING:
@@ -238,3 +239,17 @@ class PacketLossNemesis(Nemesis):
         self.active = False
         self.record(LOSS.stop, value)
         return value
+
+
+# --- the packages (nemesis/registry.py) -----------------------------------------------------------
+PARTITION_TARGETS = Setting("partition_targets", ("one", "leader", "controller", "halves"), recorded="shapes", choices=SHAPES,
+                            help=f"Partition shapes: {', '.join(SHAPES)}.")
+ONE_WAY = Setting("one_way", False, "Partitions cut one direction only.", kind="bool", recorded="one_way_cuts")
+LOSS_PROBABILITY = Setting("loss_probability", 0.2, "Packet-loss fault: drop probability.", kind="float", recorded="probability")
+PACKAGES = (
+    Package("partition", make=lambda s: PartitionNemesis(s["partition_targets"], one_way_cuts=s["one_way"]),
+            settings=(PARTITION_TARGETS, ONE_WAY), heal_rank=50, requires=frozenset({"iptables"}),
+            summary="cut brokers apart with iptables (a shape of --partition-targets); heal on stop"),
+    Package("loss", make=lambda s: PacketLossNemesis(s["loss_probability"]), settings=(LOSS_PROBABILITY,), heal_rank=55,
+            requires=frozenset({"iptables"}), summary="drop packets between brokers at random"),
+)

@@ -24,6 +24,8 @@ from harness.errors import HarnessError
 from harness.history.faults import POWER
 from nemesis import supervisor
 from nemesis.process import ProcessNemesis
+from nemesis.targets import NODE_TARGETS
+from nemesis.registry import Package, Setting
 
 if TYPE_CHECKING:
     from harness.cluster import KafkaCluster
@@ -94,3 +96,11 @@ class PowerNemesis(ProcessNemesis):
         # On the same directory, as after power comes back; through the supervisor, since a
         # ZooKeeper-era broker started within its old session's 6 s is refused and exits.
         return supervisor.restart(self, node, "power: back on")
+
+
+POWER_TARGETS_SETTING = Setting("power_targets", POWER_TARGETS, recorded="targets", choices=NODE_TARGETS,
+                                help=f"Power-loss targets: {', '.join(POWER_TARGETS)} (nemesis power).")
+# By default with majority and all: correlated loss.
+PACKAGES = (Package("power", make=lambda s: PowerNemesis(s["power_targets"]), settings=(POWER_TARGETS_SETTING,),
+                    heal_rank=40, requires=frozenset({"signals", "restart", "lossy_data"}),
+                    summary="cut a broker's power: what it had not fsynced is lost; power on at stop"),)

@@ -16,6 +16,7 @@ from harness.errors import HarnessError
 from harness.history.faults import KILL, PAUSE
 from nemesis import supervisor
 from nemesis.base import Nemesis
+from nemesis.registry import Package, Setting
 from nemesis.targets import NODE_TARGETS, choose_nodes, no_target_reason
 
 
@@ -110,3 +111,14 @@ class PauseNemesis(ProcessNemesis):
 
     def undo(self, node: Any) -> int | None:
         return node.send_signal(signal.SIGCONT)
+
+
+# --- the packages (nemesis/registry.py) -----------------------------------------------------------
+DB_TARGETS = Setting("db_targets", ("one", "leader", "controller"), recorded="targets", choices=NODE_TARGETS,
+                     help=f"Kill/pause targets: {', '.join(NODE_TARGETS[:-1])}, rejoined (just back in an ISR).")
+PACKAGES = (
+    Package("kill", make=lambda s: KillNemesis(s["db_targets"]), settings=(DB_TARGETS,), heal_rank=20,
+            requires=frozenset({"signals", "restart"}), summary="SIGKILL a broker's JVM; start it again on stop"),
+    Package("pause", make=lambda s: PauseNemesis(s["db_targets"]), settings=(DB_TARGETS,), heal_rank=10,
+            requires=frozenset({"signals"}), summary="SIGSTOP a broker's JVM; SIGCONT on stop"),
+)

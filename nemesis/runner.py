@@ -20,18 +20,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
-from nemesis.base import Nemesis, NemesisRecorder
-from nemesis.clock import ClockNemesis
-from nemesis.disk import DISK_ERRORS, DISK_TARGETS, DiskNemesis
-from nemesis.flap import FlapNemesis, RejoinNemesis
-from nemesis.heir import HeirNemesis
-from nemesis.partition import SHAPES, PacketLossNemesis, PartitionNemesis
-from nemesis.power import POWER_TARGETS, PowerNemesis
-from nemesis.process import KillNemesis, PauseNemesis
 from harness.history.faults import ERROR, HEAL
-from nemesis.schedule import PACKAGES, FaultEvent, build_schedule, package_rng
-from nemesis.targets import NODE_TARGETS
-from nemesis.transfer import TransferNemesis
+from nemesis import registry
+from nemesis.base import Nemesis, NemesisRecorder
+from nemesis.schedule import FaultEvent, build_schedule, package_rng
 
 if TYPE_CHECKING:
     from harness.cluster import KafkaCluster
@@ -45,39 +37,11 @@ log = logging.getLogger("nemesis")
 LOOK_GRACE_S = 0.25
 
 
-def build_nemeses(
-    packages: list[str],
-    partition_targets: tuple[str, ...] = ("one", "leader", "controller", "halves"),
-    db_targets: tuple[str, ...] = ("one", "leader", "controller"),
-    loss_probability: float = 0.2,
-    one_way: bool = False,
-    power_targets: tuple[str, ...] = POWER_TARGETS,
-    disk_targets: tuple[str, ...] = DISK_TARGETS,
-    disk_errors: tuple[str, ...] = DISK_ERRORS,
-) -> dict[str, Nemesis]:
-    """The nemesis of each named package, validated; `[]` or `["none"]` means no faults."""
-    names = [p for p in packages if p != "none"]
-    unknown = [p for p in names if p not in PACKAGES]
-    if unknown:
-        raise HarnessError(f"unknown nemesis {unknown}", hint=f"use 'none' or any of: {', '.join(PACKAGES)}")
-    bad = ([t for t in partition_targets if t not in SHAPES]
-           + [t for t in (*db_targets, *power_targets) if t not in NODE_TARGETS])
-    if bad:
-        raise HarnessError(f"unknown target(s) {bad}", hint=f"partition targets: {', '.join(SHAPES)}; db targets: {', '.join(NODE_TARGETS)}")
-    makers = {
-        "partition": lambda: PartitionNemesis(partition_targets, one_way_cuts=one_way),
-        "kill": lambda: KillNemesis(db_targets),
-        "pause": lambda: PauseNemesis(db_targets),
-        "clock": lambda: ClockNemesis(),
-        "loss": lambda: PacketLossNemesis(loss_probability),
-        "power": lambda: PowerNemesis(power_targets),  # by default with majority and all: correlated loss
-        "flap": lambda: FlapNemesis(),  # the leader, then the new leader (nemesis/flap.py)
-        "rejoin": lambda: RejoinNemesis(),  # a follower back in the ISR bounced, then the leader
-        "heir": lambda: HeirNemesis(),  # the leader, then its heir before the controller notices (nemesis/heir.py)
-        "transfer": lambda: TransferNemesis(),  # a preferred election to an in-sync follower, maybe cut, maybe killed
-        "disk": lambda: DiskNemesis(disk_targets, disk_errors),  # one broker's data directory fails: EIO on writes or reads, ENOSPC
-    }
-    return {name: makers[name]() for name in names}
+def build_nemeses(packages: list[str], settings: dict[str, Any] | None = None, **values: Any) -> dict[str, Nemesis]:
+    """The nemesis of each named package (nemesis/registry.py), validated; `[]` or `["none"]`
+    means no faults. Settings by name, as a dict or as keywords (partition_targets=("halves",)),
+    each as the command line or a tuple gives it; one left out takes its package's default."""
+    return registry.build(packages, {**(settings or {}), **values})
 
 
 class FaultRunner:
@@ -112,6 +76,11 @@ class FaultRunner:
     def packages(self) -> list[str]:
         return list(self.nemeses)
 
+    @property
+    def requires(self) -> frozenset[str]:
+        """What the packages need of the cluster (nemesis/registry.py CAPABILITIES), e.g. lossy_data."""
+        return registry.requirements([n for n in self.nemeses if n in registry.packages()])
+
     def describe(self) -> dict[str, Any]:
         """What config.json needs to reproduce and explain the faults: before the run the planned
         schedule, after it the executed one (actual times, resolved targets)."""
@@ -124,7 +93,11 @@ class FaultRunner:
         }
 
     def setup(self, cluster: "KafkaCluster", recorder: NemesisRecorder | None = None, topic: str | None = None) -> "FaultRunner":
+        """Refuses (HarnessError, exit 2) a package whose needs the cluster lacks, before any fault."""
         self.cluster, self.recorder, self.topic = cluster, recorder, topic or self.topic
+        capabilities = getattr(cluster, "capabilities", None)
+        if capabilities is not None:
+            registry.refuse_unserved([n for n in self.nemeses if n in registry.packages()], capabilities, "this cluster")
         for nemesis in self.nemeses.values():
             nemesis.setup(cluster, recorder, self.topic)
         return self
@@ -186,13 +159,14 @@ class FaultRunner:
         deadline = time.monotonic() + 60
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        # Order matters: resume and restart before healing the network, reset clocks last.
-        for name in ("pause", "kill", "flap", "rejoin", "heir", "transfer", "power", "disk", "partition", "loss", "clock"):
-            if name in self.nemeses:
-                try:
-                    self.nemeses[name].teardown()
-                except Exception as exc:
-                    self.errors.append(f"heal {name}: {exc}")
+        # Order matters: resume and restart before healing the network, reset clocks last (each
+        # package's heal_rank); every package the run holds is torn down, registered or not.
+        ranked = registry.heal_order([n for n in self.nemeses if n in registry.packages()])
+        for name in ranked + [n for n in self.nemeses if n not in ranked]:
+            try:
+                self.nemeses[name].teardown()
+            except Exception as exc:
+                self.errors.append(f"heal {name}: {exc}")
         revived = self.revive()
         outcome = self.wait_for_full_isr()
         if revived:

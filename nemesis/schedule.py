@@ -1,6 +1,6 @@
 """A seeded, Jepsen-like fault schedule: each package alternates start and stop.
 
-Every package (partition, kill, pause, clock, loss, power) has its own random stream
+Every package (nemesis/registry.py) has its own random stream
 derived from the seed and its name, so adding a package never changes when
 another one fires, and the same seed always gives the same schedule. Gaps are
 uniform in [interval/2, 3*interval/2] (mean `interval_s`); each package starts
@@ -13,7 +13,15 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-PACKAGES = ("partition", "kill", "pause", "clock", "loss", "power", "flap", "rejoin", "disk", "transfer", "heir")
+
+
+def __getattr__(name: str) -> Any:
+    """PACKAGES: every registered package's name (nemesis/registry.py), read when asked for."""
+    if name == "PACKAGES":
+        from nemesis import registry
+
+        return registry.names()
+    raise AttributeError(f"module 'nemesis.schedule' has no attribute {name!r}")
 
 
 @dataclass(frozen=True)

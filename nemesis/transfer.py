@@ -44,6 +44,7 @@ from harness.cluster.broker_config import INTERNAL_PORT
 from harness.history.faults import KILL, PARTITION, TRANSFER
 from nemesis import net
 from nemesis.flap import KillSequence
+from nemesis.registry import Package, Setting
 
 log = logging.getLogger("nemesis")
 
@@ -222,3 +223,8 @@ class TransferNemesis(KillSequence):
                 break
             time.sleep(self.poll_s)
         return leader
+
+
+PACKAGES = (Package("transfer", make=lambda s: TransferNemesis(), heal_rank=33,
+                    requires=frozenset({"signals", "restart", "iptables"}),
+                    summary="a preferred election to an in-sync follower, maybe cut, maybe killed"),)

@@ -5,12 +5,11 @@
                              config={"min.insync.replicas": "2"})
         producer = Producer({"bootstrap.servers": cluster.bootstrap_servers()})
 
-KRaft combined mode (every node broker+controller) by default, or a separate
-controller quorum with `controllers=n`. Versions before KRaft
-(and 3.x on request, `metadata="zookeeper"`) run with one ZooKeeper node,
-started from the same version's jars. Every container and
-network carries the run-id label; teardown removes them also on exceptions
-and Ctrl-C, and `python -m harness cleanup` removes what a killed run left.
+KRaft combined mode (every node broker+controller) by default, or a separate controller quorum
+with `controllers=n`. Versions before KRaft (and 3.x on request, `metadata="zookeeper"`) run with
+one ZooKeeper node, started from the same version's jars. Every container and network carries the
+run-id label; teardown removes them also on exceptions and Ctrl-C, and `python -m harness cleanup`
+removes what a killed run left.
 """
 
 from __future__ import annotations
@@ -104,6 +103,8 @@ class KafkaCluster:
         self.timings: dict[str, float] = {}
         self._admin: AdminClient | None = None
         self.lossy_data, self.lossy_writeback_s = lossy_data, lossy_writeback_s  # see nemesis/power.py
+        # What nemeses may do here (nemesis/registry.py CAPABILITIES): docker exec reaches every JVM, iptables, clock, log.
+        self.capabilities = frozenset({"signals", "restart", "iptables", "faketime", "log_files"} | ({"lossy_data"} if lossy_data else set()))
         self.disks: dict[int, LossyMount] = {}  # node id -> the lossy mount that is its data directory
 
     # --- lifecycle ------------------------------------------------------------

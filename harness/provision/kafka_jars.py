@@ -18,7 +18,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.provision.docker_engine import apt_install
 from harness.errors import BootstrapError, KafkaVersionError
 from harness.provision.settings import cache_dir
 
@@ -152,6 +151,8 @@ def broker_pom(version: str, scala: str) -> str:
 
 def run_maven(goals: list[str], cwd: Path, version: str, scala: str) -> None:
     if shutil.which("mvn") is None:
+        from harness.provision.docker_engine import apt_install  # docker_engine imports the Docker client: 0.3 s
+
         apt_install(["maven"], "Kafka jar resolution (Maven)")
     proc = subprocess.run(["mvn", "-B", "-q", *goals], cwd=cwd, capture_output=True, text=True)
     if proc.returncode == 0:
