@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 import pytest
 
 pytest_plugins = ["harness.pytest_chaos"]  # the nightly matrix: pytest -m chaos
@@ -9,8 +13,35 @@ pytest_plugins = ["harness.pytest_chaos"]  # the nightly matrix: pytest -m chaos
 FIGURES_KEY = pytest.StashKey[list[str]]()
 
 
+CHECKER_KEY = pytest.StashKey[tuple[str, dict[str, str | None]]]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[FIGURES_KEY] = []
+    # A local checker (analysis/spark_server.py) that a test starts, in-process or through a
+    # `harness run`/`check` subprocess, is this session's own: its folder is ours, it idles out
+    # after 2 minutes rather than 10 if pytest is killed, and pytest_unconfigure stops it.
+    folder = tempfile.mkdtemp(prefix="kafka-chaos-test-checker-")
+    saved = {k: os.environ.get(k) for k in ("KAFKA_CHAOS_CHECKER_DIR", "KAFKA_CHAOS_CHECKER_IDLE")}
+    os.environ.update(KAFKA_CHAOS_CHECKER_DIR=folder, KAFKA_CHAOS_CHECKER_IDLE="120")
+    config.stash[CHECKER_KEY] = (folder, saved)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if CHECKER_KEY not in config.stash:
+        return
+    folder, saved = config.stash[CHECKER_KEY]
+    from pathlib import Path
+
+    from analysis.spark_server import stop
+
+    stop(Path(folder))  # never leave a checker JVM behind
+    shutil.rmtree(folder, ignore_errors=True)
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture

@@ -22,6 +22,10 @@ from harness.errors import HarnessError
 _MASTER = click.option("--spark-master", metavar="URL", default=None,
                        help="Spark master URL (spark://host:7077, yarn, k8s://...). Default: SPARK_REMOTE "
                             "(Spark Connect) if set, else embedded local[*].")
+_CHECK_MASTER = click.option("--spark-master", metavar="URL", default=None,
+                             help="Spark master URL (spark://host:7077, yarn, k8s://..., local[*] for an embedded "
+                                  "Spark). Default: SPARK_REMOTE if set, else the local checker, a Spark Connect "
+                                  "server reused by later checks that stops after 10 idle minutes (`harness status`).")
 _MEMORY = click.option("--driver-memory", default="2g", show_default=True,
                        help="Driver heap for an embedded/local session (e.g. 2g).")
 _OUTPUT = click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -35,7 +39,7 @@ def main() -> None:
 
 @main.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@_MASTER
+@_CHECK_MASTER
 @_MEMORY
 @click.option("--shuffle-partitions", type=int, default=None, help="spark.sql.shuffle.partitions.")
 @click.option("--format", "prefer", type=click.Choice(["jsonl", "parquet"]), default=None,
@@ -64,9 +68,11 @@ def check(run_dir: Path, spark_master: str | None, driver_memory: str, shuffle_p
         read_config(run_dir)
         if output is not None:
             output.mkdir(parents=True, exist_ok=True)
-        from analysis.spark import get_session
+        from analysis.spark import checker_session, server_side
 
-        spark = get_session(spark_master, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
+        spark = checker_session(spark_master, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
+        if server_side(spark):  # a Connect server reads paths from its own working folder
+            run_dir, out = run_dir.resolve(), out.resolve()
         try:
             results = check_run(run_dir, spark, prefer=prefer, output=out)
         except ResultsNotWritten as err:

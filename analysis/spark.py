@@ -1,18 +1,34 @@
 """SparkSession factory: embedded local[*] by default, a cluster via --spark-master, or Spark
-Connect via SPARK_REMOTE. One place decides memory, partitions and how quiet Spark is."""
+Connect via SPARK_REMOTE; `checker_session` adds the reused local checker (analysis/spark_server.py).
+One place decides memory, partitions and how quiet Spark is."""
 
 from __future__ import annotations
 
+import atexit
+import logging
 import os
+import socket
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
+import pyspark
 from pyspark.sql import SparkSession
 
-# Spark's own INFO/WARN chatter drowns the verdict; only errors reach the terminal.
+from harness.errors import HarnessError
+
+log = logging.getLogger(__name__)
+SPARK_HOME = Path(pyspark.__file__).parent
+
+# Spark's own INFO/WARN chatter drowns the verdict; only errors reach the JVM's log. The repl
+# logger at the root's level too: Spark counts a PySpark driver as a shell, and when the shell's
+# level (WARN by default) differs from the root's it prints "Setting default log level to WARN"
+# and "To adjust logging level use sc.setLogLevel" to stderr before any config can silence it.
 _LOG4J2 = """\
 rootLogger.level = error
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
@@ -33,10 +49,80 @@ _GC_OPTIONS = "-XX:+UseParallelGC -XX:+UnlockDiagnosticVMOptions -XX:GCLockerRet
 
 
 def _log4j_file() -> str:
-    path = Path(tempfile.gettempdir()) / "kafka-chaos-analysis-log4j2.properties"
+    path = Path(tempfile.gettempdir()) / f"kafka-chaos-analysis-log4j2-{os.getuid()}.properties"
     if not path.exists() or path.read_text() != _LOG4J2:
-        path.write_text(_LOG4J2)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(_LOG4J2)
+        tmp.replace(path)  # two JVMs starting at once never read half a file
     return str(path)
+
+
+def java_options() -> str:
+    return f"-Dlog4j2.configurationFile=file:{_log4j_file()} {_GC_OPTIONS}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def default_partitions() -> int:
+    return max(4, 4 * (os.cpu_count() or 2))
+
+
+# What the embedded session and the local checker's server share (the server takes them at launch).
+SERVER_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.adaptive.enabled": "true",
+    # Half the heap for Spark's managed memory, not 60 %: the rest holds what Spark does not
+    # account (row buffers, codecs, cached-batch building). At 0.6 a 50M-event check ran out
+    # of heap with a 2 GB driver; at 0.5 it completes.
+    "spark.memory.fraction": "0.5",
+    "spark.sql.session.timeZone": "UTC",
+    # Generated code is cached by its text; Spark keeps 100 classes, fewer than one check of the
+    # checker's queries compiles, so a warm server recompiled most of them on every check.
+    "spark.sql.codegen.cache.maxEntries": "2000",
+    "spark.sql.shuffle.partitions": str(default_partitions()),
+    # Loopback only: the driver must not listen on external interfaces.
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+}
+
+
+def verbose() -> bool:
+    """`harness -v` (logging at INFO): the JVM's own lines go to the terminal as they always did."""
+    return log.isEnabledFor(logging.INFO)
+
+
+def _quiet_gateway(builder: Any) -> None:
+    """Start the py4j gateway JVM ourselves, its stdout and stderr into a log file: the JVM prints
+    "WARNING: Using incubator modules: jdk.incubator.vector" (Spark 4 adds the module on its
+    command line) before log4j exists, so only a redirect keeps it off the terminal. The log is
+    removed at exit, and named in the error when the JVM does not come up."""
+    from pyspark import SparkConf
+    from pyspark.core.context import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or verbose() or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    conf = SparkConf(loadDefaults=False)
+    for key, value in builder._options.items():
+        conf.set(key, value)
+    fd, name = tempfile.mkstemp(prefix="kafka-chaos-spark-", suffix=".log")
+    path = Path(name)
+    with os.fdopen(fd, "wb") as out:
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})
+        except Exception as err:
+            tail = path.read_text(errors="replace").strip().splitlines()[-5:]
+            raise HarnessError(f"Spark's JVM did not start: {' / '.join(tail) or err}",
+                               hint=f"is Java 17 or later installed (`java -version`)? The JVM's output is in {path}") from err
+    atexit.register(lambda: path.unlink(missing_ok=True))
+    SparkContext._gateway = gateway
+    SparkContext._jvm = gateway.jvm
+    log.info("Spark's JVM writes to %s", path)
 
 
 def get_session(
@@ -64,28 +150,38 @@ def get_session(
     # Python workers (analysis/cycles.py's grouped pandas function) run this interpreter, whose
     # pandas and pyarrow they need, not whichever python3 is first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    cores = os.cpu_count() or 2
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.adaptive.enabled", "true")
-        # Half the heap for Spark's managed memory, not 60 %: the rest holds what Spark does not
-        # account (row buffers, codecs, cached-batch building). At 0.6 a 50M-event check ran out
-        # of heap with a 2 GB driver; at 0.5 it completes.
-        .config("spark.memory.fraction", "0.5")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_log4j_file()} {_GC_OPTIONS}")
-        .config(
-            "spark.sql.shuffle.partitions",
-            str(shuffle_partitions or (max(4, 4 * cores) if local else 200)),
-        )
-    )
-    if local:
-        # Loopback only: the embedded driver must not listen on external interfaces.
-        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    conf = {k: v for k, v in SERVER_CONF.items() if local or not k.startswith("spark.driver.")}
+    conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions or (default_partitions() if local else 200))
+    builder = SparkSession.builder.master(master).appName(app_name).config("spark.driver.memory", driver_memory)
+    builder = builder.config("spark.driver.extraJavaOptions", java_options()).config(map=conf)
+    _quiet_gateway(builder)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def checker_session(master: str | None = None, driver_memory: str = "2g",
+                    shuffle_partitions: int | None = None) -> SparkSession:
+    """The session a check runs on: `master` or SPARK_REMOTE when given; else the local checker,
+    a Spark Connect server reused by every check until it idles out (analysis/spark_server.py),
+    unless KAFKA_CHAOS_CHECKER=embedded asks for a Spark inside this process.
+
+    Why a server: a check of a 60k-event history cost 20.9 s in a fresh JVM, most of it start-up,
+    class loading and cold JIT (issue 34); bench/bench_overhead.py measures cold against warm."""
+    if master is not None or os.environ.get("SPARK_REMOTE") or os.environ.get("KAFKA_CHAOS_CHECKER") == "embedded":
+        return get_session(master, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
+    from analysis import spark_server
+
+    state = spark_server.ensure(driver_memory)
+    if state is None:  # a server of older code is still busy with another check
+        log.info("the local checker runs older code and is busy: checking on an embedded Spark")
+        return get_session(None, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
+    log.info("checking on the local checker at port %s (log %s)", state["port"], state["log"])
+    spark = SparkSession.builder.remote(spark_server.url(state)).getOrCreate()
+    spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions or default_partitions()))
+    return spark
+
+
+def server_side(spark: Any) -> bool:
+    """The session is a Spark Connect client: relative paths would resolve in the server's folder."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")

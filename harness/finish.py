@@ -6,7 +6,8 @@ checker failure never loses the run directory.
 
 `Finisher` is the one place that starts Spark for the top of the harness (the `run`
 command, controls, the scenarios, the nightly plugin): lazily, once, on first use, with
-the master the user chose.
+the master the user chose; by default on the local checker, a Spark Connect server that
+later runs reuse warm (analysis/spark_server.py).
 """
 
 from __future__ import annotations
@@ -41,16 +42,19 @@ class Finisher:
             if self._session is not None:
                 self._spark = self._session()
             else:
-                from analysis.spark import get_session
+                from analysis.spark import checker_session
 
-                self._spark = get_session(self.spark_master)
+                self._spark = checker_session(self.spark_master)
         return self._spark
 
     def check(self, run_dir: Path) -> dict[str, Any]:
         """results.json of `run_dir` (written there); raises what the checker raises."""
         from analysis.checker import check_run
+        from analysis.spark import server_side
 
-        return check_run(run_dir, spark=self.spark)
+        spark = self.spark
+        # A Connect server reads paths from its own working folder, not ours.
+        return check_run(Path(run_dir).resolve() if server_side(spark) else run_dir, spark=spark)
 
     def check_and_report(self, run_dir: Path) -> Finished:
         """Write results.json and report.html; the exit code is the verdict's (0 valid, 1 invalid, 3 unknown)."""

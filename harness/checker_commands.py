@@ -1,0 +1,48 @@
+"""`harness status`: is the local checker (the reused Spark Connect server of analysis/spark_server.py)
+running, since when, how long until it stops by itself; `--stop` stops it now."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from harness.errors import HarnessError
+
+
+def _ago(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+@click.command()
+@click.option("--stop", "stop_now", is_flag=True, help="Stop the local checker now (the next check starts it again).")
+@click.option("--force", is_flag=True, help="With --stop: stop it even while a check runs on it (that check fails).")
+def status(stop_now: bool, force: bool) -> None:
+    """Show the local checker: the Spark Connect server that checks reuse. It stops by itself after
+    10 idle minutes (KAFKA_CHAOS_CHECKER_IDLE seconds); --stop stops it now."""
+    from analysis import spark_server
+
+    state = spark_server.read_state()
+    if state is None:
+        click.echo(f"local checker: not running (it starts with the next check; folder {spark_server.home()})")
+        return
+    if stop_now:
+        busy = spark_server.clients(state)
+        if busy > 0 and not force:
+            raise HarnessError(f"the local checker is in use by {busy} connection(s): a check is running on it.",
+                               hint="wait for it, or add --force to stop it anyway (that check fails)")
+        spark_server.stop()
+        click.echo(f"local checker: stopped (pid {state['pid']}, JVM pid {state['jvm_pid']})")
+        return
+    now = time.time()
+    used = max(spark_server.last_used(state), state.get("ready_at") or state["started"])
+    clients = spark_server.clients(state)
+    if not state.get("ready"):
+        when = "starting"
+    elif clients > 0:
+        when = f"in use by {clients} connection(s)"
+    else:
+        when = f"idle for {_ago(now - used)}, stops in {_ago(max(0.0, state['idle_s'] - (now - used)))}"
+    click.echo(f"local checker: running, {when}; up {_ago(now - state['started'])}")
+    click.echo(f"  pid {state['pid']} (supervisor), JVM pid {state['jvm_pid']}, port {state['port']} on loopback")
+    click.echo(f"  log {state['log']}")
