@@ -48,6 +48,13 @@ def test_every_installed_package_is_the_locked_version():
     assert not wrong, f"{wrong}; {HINT}"
 
 
+def test_nothing_is_installed_that_the_lock_does_not_name():
+    # pip itself is pinned by ./chaos; the checkout is installed on top (editable, --no-deps).
+    extra = {canonicalize_name(d.metadata["Name"]) for d in importlib.metadata.distributions()}
+    extra -= {*locked(), "pip", "kafka-chaos-harness"}
+    assert not extra, f"installed but not locked: {sorted(extra)}; add them to pyproject.toml and run `./chaos lock`"
+
+
 def test_the_lock_satisfies_pyproject():
     # A dependency added or narrowed in pyproject.toml without `./chaos lock` would not be installed.
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
