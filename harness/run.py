@@ -75,19 +75,11 @@ class RunResult:
 ProgressFn = Callable[[str, Recorder | None], None]
 
 
-def make_workload(config: RunConfig, profile: Any, recorder: Recorder, bootstrap: str, run_id: str):  # type: ignore[no-untyped-def]
-    from workloads.queue import QueueWorkload
-    from workloads.eos import EosWorkload
-    from workloads.txn import TxnWorkload
+def make_workload(config: RunConfig, profile: Any, recorder: Recorder, bootstrap: str, run_id: str) -> Any:
+    """The configured workload (workloads/registry.py), recording into `recorder`."""
+    from workloads import registry
 
-    kwargs: dict[str, Any] = dict(partitions=config.partitions, producers=config.producers, consumers=config.consumers,
-                                  rate=config.rate, seed=config.seed, subscribe=config.subscribe,
-                                  group_id=f"{config.workload}-{run_id}")
-    if config.workload == "txn":
-        return TxnWorkload(recorder, bootstrap, TOPIC, profile, abort_probability=config.abort_probability, **kwargs)
-    if config.workload == "eos":
-        return EosWorkload(recorder, bootstrap, TOPIC, profile, abort_probability=config.abort_probability, **kwargs)
-    return QueueWorkload(recorder, bootstrap, TOPIC, profile, crash_clients_s=config.crash_clients_s, **kwargs)
+    return registry.make(config.workload, config, profile, recorder, bootstrap, TOPIC, run_id)
 
 
 # How long the heal waits for full ISRs, and the drain for high watermarks, once no broker answers.
@@ -160,96 +152,139 @@ def compare_replicas(cluster: KafkaCluster, version: str, run_dir: Any) -> dict[
 
 def run(config: RunConfig, faults: FaultPhase | None = None, progress: ProgressFn | None = None) -> RunResult:
     """Carry out one run and return where it is; see the module docstring. Raises HarnessError
-    carrying the run directory (marked FAILED)."""
-    from workloads.profiles import get_profile, refuse_unsupported
+    carrying the run directory (marked FAILED). Produce -> fault -> heal -> drain, one step each."""
+    steps = RunSteps.prepare(config, faults, progress)  # bad input: exit 2 before anything is created
+    with RunDirectory(config.store, steps.record) as rd:
+        steps.start_cluster(rd)
+        steps.run_workload()
+        steps.heal()
+        steps.drain()
+        steps.compare_replicas()
+        counts = steps.finish()
+    return RunResult(rd.run_id, rd.path, steps.record["drain"], counts, steps.seconds)
 
-    config.check()  # bad input: exit 2 before anything is created
-    notify = progress or (lambda phase, rec: None)
-    profile = get_profile(config.profile).for_brokers(config.brokers)  # resolved once, here
-    version = resolve_kafka_version(config.kafka_version)
-    refuse_unsupported(profile, config.workload, version)  # e.g. safe (idempotence) on 0.10.2.2: exit 2 now
-    seconds: dict[str, float] = {}
-    phases: dict[str, float] = {}  # when each phase began, seconds on the history's clock
-    record: dict[str, Any] = {
-        "seed": config.seed, "kafka_version": version, "brokers": config.brokers, "workload": config.workload,
-        "profile": profile.as_dict(), "rate": config.rate, "time_limit_s": config.time_limit_s,
-        "partitions": config.partitions, "replication_factor": profile.replication_factor,
-        "producers": config.producers, "consumers": config.consumers, "subscribe": config.subscribe,
-        "abort_probability": config.abort_probability if config.workload in ("txn", "eos") else None,
-        "drain_timeout_s": config.drain_timeout_s, "allow_worker_errors": config.allow_worker_errors,
-        "compare_replicas": config.compare_replicas, "crash_clients_s": config.crash_clients_s,
-        "power_writeback_s": config.power_writeback_s, "topic": TOPIC,
-        "nemesis": list(faults.packages) if faults is not None else [],
-        "nemesis_config": faults.describe() if faults is not None else None,
-        "replay_of": config.replay_of, "command_line": shlex.join(config.command_line), "drain": None,
-    }
-    with RunDirectory(config.store, record) as rd:
-        recorder = rd.own(Recorder(rd.path / "history.jsonl"))
-        notify("starting cluster", recorder)
+
+class RunSteps:
+    """One run's steps and what they share. Each step does one job and times itself."""
+
+    def __init__(self, config: RunConfig, faults: FaultPhase | None, notify: ProgressFn, profile: Any, version: str) -> None:
+        self.config, self.faults, self.notify, self.profile, self.version = config, faults, notify, profile, version
+        self.seconds: dict[str, float] = {}
+        self.phases: dict[str, float] = {}  # when each phase began, seconds on the history's clock
+        self.record = self.initial_record()
+        self.drain_timeout_s = config.drain_timeout_s
+
+    @classmethod
+    def prepare(cls, config: RunConfig, faults: FaultPhase | None, progress: ProgressFn | None) -> "RunSteps":
+        """Refuse bad input and resolve the profile and the Kafka version, before anything is created."""
+        from workloads.profiles import get_profile, refuse_unsupported
+
+        config.check()
+        profile = get_profile(config.profile).for_brokers(config.brokers)  # resolved once, here
+        version = resolve_kafka_version(config.kafka_version)
+        refuse_unsupported(profile, config.workload, version)  # e.g. safe (idempotence) on 0.10.2.2: exit 2 now
+        return cls(config, faults, progress or (lambda phase, rec: None), profile, version)
+
+    def initial_record(self) -> dict[str, Any]:
+        """config.json as it starts: everything that reproduces the run (the drain's outcome comes later)."""
+        config, faults, profile = self.config, self.faults, self.profile
+        return {
+            "seed": config.seed, "kafka_version": self.version, "brokers": config.brokers, "workload": config.workload,
+            "profile": profile.as_dict(), "rate": config.rate, "time_limit_s": config.time_limit_s,
+            "partitions": config.partitions, "replication_factor": profile.replication_factor,
+            "producers": config.producers, "consumers": config.consumers, "subscribe": config.subscribe,
+            "abort_probability": config.abort_probability if config.workload in ("txn", "eos") else None,
+            "drain_timeout_s": config.drain_timeout_s, "allow_worker_errors": config.allow_worker_errors,
+            "compare_replicas": config.compare_replicas, "crash_clients_s": config.crash_clients_s,
+            "power_writeback_s": config.power_writeback_s, "topic": TOPIC,
+            "nemesis": list(faults.packages) if faults is not None else [],
+            "nemesis_config": faults.describe() if faults is not None else None,
+            "replay_of": config.replay_of, "command_line": shlex.join(config.command_line), "drain": None,
+        }
+
+    def start_cluster(self, rd: RunDirectory) -> None:
+        """The history, the cluster, its watch, the workload's topics and the faults' setup, each owned by the run directory."""
+        config, faults, profile = self.config, self.faults, self.profile
+        self.rd = rd
+        self.recorder = rd.own(Recorder(rd.path / "history.jsonl"))
+        self.notify("starting cluster", self.recorder)
         began = time.monotonic()
-        cluster = rd.own(KafkaCluster(brokers=config.brokers, kafka_version=version, run_id=rd.run_id, work_dir=rd.path,
-                                      lossy_data=faults is not None and "lossy_data" in faults.requires,
-                                      lossy_writeback_s=config.power_writeback_s))  # nemesis/registry.py: requires
-        seconds["cluster_ready"] = time.monotonic() - began
-        rd.write("cluster.json", cluster.describe())
-        watch = rd.own(ClusterWatch(cluster, unreachable_after_s=unreachable_bound(faults)))  # exits before the cluster
-        cluster.create_topic(TOPIC, partitions=config.partitions, replication_factor=profile.replication_factor,
-                             config=profile.topic_config())
-        workload = make_workload(config, profile, recorder, cluster.bootstrap_servers(), rd.run_id)
-        for extra in getattr(workload, "extra_topics", ()):  # eos: its output topic, made like the input
-            cluster.create_topic(extra, partitions=config.partitions, replication_factor=profile.replication_factor,
-                                 config=profile.topic_config())
+        self.cluster = rd.own(KafkaCluster(brokers=config.brokers, kafka_version=self.version, run_id=rd.run_id, work_dir=rd.path,
+                                           lossy_data=faults is not None and "lossy_data" in faults.requires,
+                                           lossy_writeback_s=config.power_writeback_s))  # nemesis/registry.py: requires
+        self.seconds["cluster_ready"] = time.monotonic() - began
+        rd.write("cluster.json", self.cluster.describe())
+        self.watch = rd.own(ClusterWatch(self.cluster, unreachable_after_s=unreachable_bound(faults)))  # exits before the cluster
+        self.workload = make_workload(config, profile, self.recorder, self.cluster.bootstrap_servers(), rd.run_id)
+        for topic in self.workload.topics:  # e.g. eos's output topic, made like the workload topic
+            self.cluster.create_topic(topic, partitions=config.partitions, replication_factor=profile.replication_factor,
+                                      config=profile.topic_config())
         if faults is not None:
-            faults.setup(cluster, recorder)
+            faults.setup(self.cluster, self.recorder)
             rd.own(faults)  # its threads stop before the cluster goes, even when the run fails
 
-        notify("opening clients", recorder)
-        workload.start()  # returns once every client is open (transactional ids initialised)
+    def run_workload(self) -> None:
+        """Open the clients, start the faults, and run until the time limit or until Kafka stops answering."""
+        recorder, watch = self.recorder, self.watch
+        self.notify("opening clients", recorder)
+        self.workload.start()  # returns once every client is open (transactional ids initialised)
         began = time.monotonic()
-        phases["workload"] = round(recorder.elapsed_ns() / 1e9, 3)
-        if faults is not None:
-            faults.start()
-        end = began + config.time_limit_s
+        self.phases["workload"] = round(recorder.elapsed_ns() / 1e9, 3)
+        if self.faults is not None:
+            self.faults.start()
+        end = began + self.config.time_limit_s
         while (now := time.monotonic()) < end:
-            notify("workload", recorder)
-            fail_if_gone(watch, workload)
+            self.notify("workload", recorder)
+            fail_if_gone(watch, self.workload)
             if watch.unresponsive is not None:
                 break  # Kafka stopped answering: stop now, record and check it (below)
             time.sleep(min(0.25, end - now))
-        seconds["workload"] = time.monotonic() - began
-        drain_timeout_s = config.drain_timeout_s
+        self.seconds["workload"] = time.monotonic() - began
         if watch.unresponsive is not None:
             # Not a failure (harness/cluster/watch.py): what was read so far is still checked. Waiting
             # the heal's 120 s for ISRs and a full drain from brokers that answer nothing proves nothing.
-            record["unresponsive"] = {"at_s": round(recorder.elapsed_ns() / 1e9, 3), "reason": watch.unresponsive}
-            drain_timeout_s = min(drain_timeout_s, UNRESPONSIVE_BOUND_S)
-            if faults is not None:
-                faults.isr_timeout_s = min(faults.isr_timeout_s, UNRESPONSIVE_BOUND_S)
-        if faults is not None:
-            notify("healing", recorder)
-            began = time.monotonic()
-            phases["heal"] = round(recorder.elapsed_ns() / 1e9, 3)
-            record["heal"] = watched(watch, workload, faults.heal_and_stop)
-            record["nemesis_config"] = faults.describe()  # the schedule as executed: times and targets
-            seconds["heal"] = time.monotonic() - began
-        notify("stopping clients", recorder)
-        watched(watch, workload, workload.stop)
-        notify("draining", recorder)
-        began = time.monotonic()
-        phases["drain"] = round(recorder.elapsed_ns() / 1e9, 3)
-        drain = watched(watch, workload, lambda: workload.drain(drain_timeout_s).as_json())
-        seconds["drain"] = time.monotonic() - began
-        record["drain"] = drain
-        record["worker_errors"] = workload.errors
-        if config.compare_replicas and watch.unresponsive is None:
-            notify("comparing replicas", recorder)
-            began = time.monotonic()
-            record["replicas"] = compare_replicas(cluster, version, rd.path)
-            seconds["replicas"] = time.monotonic() - began
-        notify("writing history", recorder)
-        recorder.close()
-        counts = dict(recorder.counts)
-        rd.update(status="completed", counts=counts, replicas=record.get("replicas"), phases_s=phases, seconds={k: round(v, 3) for k, v in seconds.items()})
-        notify("tearing down", recorder)
-    return RunResult(rd.run_id, rd.path, record["drain"], counts, seconds)
+            self.record["unresponsive"] = {"at_s": round(recorder.elapsed_ns() / 1e9, 3), "reason": watch.unresponsive}
+            self.drain_timeout_s = min(self.drain_timeout_s, UNRESPONSIVE_BOUND_S)
+            if self.faults is not None:
+                self.faults.isr_timeout_s = min(self.faults.isr_timeout_s, UNRESPONSIVE_BOUND_S)
 
+    def heal(self) -> None:
+        """Undo every fault and wait for full ISRs; config.json gets the schedule as executed."""
+        if self.faults is None:
+            return
+        self.notify("healing", self.recorder)
+        began = time.monotonic()
+        self.phases["heal"] = round(self.recorder.elapsed_ns() / 1e9, 3)
+        self.record["heal"] = watched(self.watch, self.workload, self.faults.heal_and_stop)
+        self.record["nemesis_config"] = self.faults.describe()  # the schedule as executed: times and targets
+        self.seconds["heal"] = time.monotonic() - began
+
+    def drain(self) -> None:
+        """Stop the clients, then read back everything the run wrote."""
+        workload, watch = self.workload, self.watch
+        self.notify("stopping clients", self.recorder)
+        watched(watch, workload, workload.stop)
+        self.notify("draining", self.recorder)
+        began = time.monotonic()
+        self.phases["drain"] = round(self.recorder.elapsed_ns() / 1e9, 3)
+        self.record["drain"] = watched(watch, workload, lambda: workload.drain(self.drain_timeout_s).as_json())
+        self.seconds["drain"] = time.monotonic() - began
+        self.record["worker_errors"] = workload.errors
+
+    def compare_replicas(self) -> None:
+        if not self.config.compare_replicas or self.watch.unresponsive is not None:
+            return
+        self.notify("comparing replicas", self.recorder)
+        began = time.monotonic()
+        self.record["replicas"] = compare_replicas(self.cluster, self.version, self.rd.path)
+        self.seconds["replicas"] = time.monotonic() - began
+
+    def finish(self) -> dict[str, int]:
+        """Close the history and mark the run completed; the run directory then tears the cluster down."""
+        self.notify("writing history", self.recorder)
+        self.recorder.close()
+        counts = dict(self.recorder.counts)
+        self.rd.update(status="completed", counts=counts, replicas=self.record.get("replicas"), phases_s=self.phases,
+                       seconds={k: round(v, 3) for k, v in self.seconds.items()})
+        self.notify("tearing down", self.recorder)
+        return counts

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from workloads.registry import names as workload_names
 
-WORKLOADS = ("queue", "txn", "eos")
+WORKLOADS = workload_names()  # workloads/registry.py
 TOPIC = "queue"
 
 

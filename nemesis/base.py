@@ -17,6 +17,7 @@ from harness.history.faults import SKIPPED, FaultKind
 if TYPE_CHECKING:
     from harness.cluster import KafkaCluster
     from harness.cluster.node import Node
+    from nemesis.observer import Observer
     from nemesis.targets import Roles
 
 log = logging.getLogger("nemesis")
@@ -43,6 +44,13 @@ class Nemesis:
         self.recorder: NemesisRecorder | None = None
         self.topic: str | None = None
         self.struck_at: float | None = None  # when the last fault struck (time.monotonic())
+        # The look the next fault strikes by (taken by look(), or ahead of time by a replay's
+        # look_ahead), and why the last one was not back in time (recorded as roles_unseen).
+        self._looked: Roles | None = None
+        self._unseen: str | None = None
+        # The run's observer, shared by its nemeses (FaultRunner.setup gives it); a nemesis used
+        # alone gets one of its own on its first look.
+        self.observer: Observer | None = None
 
     def setup(self, cluster: "KafkaCluster", recorder: NemesisRecorder | None = None, topic: str | None = None) -> "Nemesis":
         self.cluster, self.recorder, self.topic = cluster, recorder, topic
@@ -64,7 +72,7 @@ class Nemesis:
 
     # --- helpers shared by the fault kinds --------------------------------------
     def record(self, f: str, value: dict[str, Any]) -> None:
-        if "roles" in value and getattr(self, "_unseen", None):  # the replay struck before its look was back
+        if "roles" in value and self._unseen:  # the replay struck before its look was back
             value = {**value, "roles_unseen": self._unseen}
         log.info("%s %s", f, value)
         if self.recorder is not None:
@@ -106,13 +114,19 @@ class Nemesis:
         """One look at who holds which role, taken before a fault strikes: it chooses the targets
         and is what `roles()` then records. A replay takes it ahead of time (the runner calls
         `look()` before waiting for the event), so that it strikes at the recorded moment."""
-        from nemesis.targets import Roles
+        assert self.cluster is not None
+        if self._looked is None:
+            self._looked = self.observe(self.topic)
+        return self._looked
+
+    def observe(self, topic: str | None, views: Callable[[], Any] | None = None) -> "Roles":
+        """A fresh look at the roles through the run's observer (nemesis/observer.py)."""
+        from nemesis.observer import Observer
 
         assert self.cluster is not None
-        looked = getattr(self, "_looked", None)
-        if looked is None:
-            looked = self._looked = Roles.now(self.cluster, self.topic)
-        return looked
+        if self.observer is None:
+            self.observer = Observer()
+        return self.observer.look(self.cluster, topic, views)
 
     def roles(self, nodes: list["Node"]) -> dict[str, list[str]]:
         """Each node's roles as the fault's look saw them: "controller", "leader:<topic>-<p>".
@@ -133,8 +147,8 @@ class Nemesis:
         from nemesis.targets import Roles
 
         assert self.cluster is not None
-        cluster, topic, began, box = self.cluster, self.topic, time.monotonic(), {}
-        thread = threading.Thread(target=lambda: box.setdefault("roles", Roles.now(cluster, topic)),
+        topic, began, box = self.topic, time.monotonic(), {}
+        thread = threading.Thread(target=lambda: box.setdefault("roles", self.observe(topic)),
                                   name=f"look-{self.name}", daemon=True)
         thread.start()
 

@@ -26,7 +26,6 @@ import random
 import re
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.cluster.lossy_mount import DISK_ERRORS
@@ -63,15 +62,10 @@ RECOVERY = re.compile(r"recover|unclean|Loading producer state|Completed load of
 NOTEWORTHY = re.compile(r"\b(WARN|ERROR|FATAL)\b|Exception|Caused by|" + "|".join(EVIDENCE.values()), re.I)
 
 
-def log_lines(path: Path, offset: int, keep: re.Pattern[str]) -> tuple[list[str], int]:
-    """The lines of `path` after byte `offset` that `keep` matches (stack frames left out),
-    at most MAX_LINES, each cut to 300 characters; and the new offset."""
-    if not path.exists():
-        return [], offset
-    with open(path, "rb") as f:
-        f.seek(offset)
-        text = f.read().decode(errors="replace")
-        end = f.tell()
+def log_lines(node: Any, offset: int, keep: re.Pattern[str]) -> tuple[list[str], int]:
+    """The lines of `node`'s server.log after byte `offset` that `keep` matches (stack frames
+    left out), at most MAX_LINES, each cut to 300 characters; and the new offset."""
+    text, end = node.read_log(offset)
     lines = [ln[:300] for ln in text.splitlines() if keep.search(ln) and not ln.startswith(("\tat ", "\t... "))]
     if len(lines) > MAX_LINES:  # the first ones say what happened, the last ones how it ended
         lines = lines[:MAX_LINES - 5] + [f"... {len(lines) - MAX_LINES + 5} more lines ..."] + lines[-5:]
@@ -126,8 +120,7 @@ class DiskNemesis(ProcessNemesis):
             return self.skip(kind.start, value, nobody)
         value["pids"], value["fault"] = {}, {}
         for node in nodes:
-            log = node.node_dir / "server.log"
-            self.struck[node.node_id] = {"error": error, "offset": log.stat().st_size if log.exists() else 0}
+            self.struck[node.node_id] = {"error": error, "offset": node.log_size()}
             pid = node.pid_on_file()
             value["pids"][str(node.node_id)] = self.victims[node.node_id] = pid
             answer = self.cluster.disks[node.node_id].fault(error)
@@ -142,7 +135,7 @@ class DiskNemesis(ProcessNemesis):
         for node_id in sorted(self.victims):
             node, struck = self.cluster.node(node_id), self.struck.pop(node_id, {})
             cleared = self.cluster.disks[node_id].clear_fault() or {}
-            lines, offset = log_lines(node.node_dir / "server.log", struck.get("offset", 0), NOTEWORTHY)
+            lines, offset = log_lines(node, struck.get("offset", 0), NOTEWORTHY)
             alive = node.pid() is not None
             seen = {"error": struck.get("error"), "errno": cleared.get("errno"), "active_s": cleared.get("active_s"),
                     "injected": cleared.get("injected", {}), "first_hit_s": cleared.get("first_hit_s"),
@@ -162,9 +155,9 @@ class DiskNemesis(ProcessNemesis):
         began = time.monotonic()
 
         def watch() -> None:
-            path, started, lines = node.node_dir / "server.log", None, []
+            started, lines = None, []
             while time.monotonic() - began < RECOVERY_WAIT_S:
-                found, _ = log_lines(path, offset, re.compile(f"{STARTED.pattern}|{RECOVERY.pattern}", re.I))
+                found, _ = log_lines(node, offset, re.compile(f"{STARTED.pattern}|{RECOVERY.pattern}", re.I))
                 lines = found
                 started = next((ln for ln in found if STARTED.search(ln)), None)
                 if started:

@@ -82,7 +82,7 @@ class KillSequence(Nemesis):
 
     def fresh_look(self) -> Roles:
         assert self.cluster is not None
-        return Roles.now(self.cluster, self.topic, views=self.live_views)
+        return self.observe(self.topic, views=self.live_views)
 
     def wait_until(self, deadline: float) -> None:
         time.sleep(max(0.0, deadline - time.monotonic()))

@@ -23,7 +23,8 @@ from harness.errors import HarnessError
 from harness.history.faults import ERROR, HEAL
 from nemesis import registry
 from nemesis.base import Nemesis, NemesisRecorder
-from nemesis.schedule import FaultEvent, build_schedule, package_rng
+from nemesis.observer import Observer
+from nemesis.schedule import FaultEvent, Scheduler, package_rng, random_schedule, replay_schedule
 
 if TYPE_CHECKING:
     from harness.cluster import KafkaCluster
@@ -56,12 +57,18 @@ class FaultRunner:
         isr_timeout_s: float = 120.0,
         topic: str | None = None,
         schedule: list[FaultEvent] | None = None,
+        scheduler: Scheduler | None = None,
     ) -> None:
+        """`scheduler` decides the faults (nemesis/schedule.py); without one, `schedule` (a recorded
+        schedule) is replayed, and without that the seeded random schedule is drawn."""
         if interval_s <= 0:
             raise HarnessError(f"nemesis interval {interval_s} must be > 0 seconds")
         self.nemeses, self.seed, self.isr_timeout_s, self.interval_s = nemeses, seed, isr_timeout_s, interval_s
-        self.schedule: list[FaultEvent] = (schedule if schedule is not None
-                                           else build_schedule(list(nemeses), time_limit_s, interval_s, seed))
+        if scheduler is None:
+            scheduler = (replay_schedule(schedule) if schedule is not None
+                         else random_schedule(list(nemeses), time_limit_s, interval_s, seed))
+        self.scheduler: Scheduler = scheduler
+        self.schedule: list[FaultEvent] = scheduler.planned()  # what is known before the run starts
         self.executed: list[FaultEvent] = []  # each event as it ran: actual time, resolved params
         self._rngs = {name: package_rng(seed, name, "choices") for name in nemeses}
         self._stop = threading.Event()
@@ -71,6 +78,7 @@ class FaultRunner:
         self.topic: str | None = topic  # the workload topic: 'leader' targets lead one of its partitions
         self.errors: list[str] = []
         self._began = 0.0
+        self.observer = Observer()  # what this run has seen of its cluster, shared by its nemeses
 
     @property
     def packages(self) -> list[str]:
@@ -100,6 +108,7 @@ class FaultRunner:
             registry.refuse_unserved([n for n in self.nemeses if n in registry.packages()], capabilities, "this cluster")
         for nemesis in self.nemeses.values():
             nemesis.setup(cluster, recorder, self.topic)
+            nemesis.observer = self.observer  # one run, one memory of its looks (nemesis/observer.py)
         return self
 
     def start(self) -> None:
@@ -107,14 +116,16 @@ class FaultRunner:
         (a partition's rules under load) never delays another's, in a run or in its replay."""
         self._began = time.monotonic()
         for package in self.nemeses:
-            events = [e for e in self.schedule if e.package == package]
-            if events:
-                thread = threading.Thread(target=self._run, args=(events,), name=f"nemesis-{package}", daemon=True)
-                self._threads.append(thread)
-                thread.start()
+            thread = threading.Thread(target=self._run, args=(package,), name=f"nemesis-{package}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
 
-    def _run(self, events: list[FaultEvent]) -> None:
-        for event in events:
+    def _run(self, package: str) -> None:
+        """Ask the scheduler for this package's next event, wait until it is due, strike; until none is left."""
+        while not self._stop.is_set():
+            event = self.scheduler.next(package, time.monotonic() - self._began, self.observer)
+            if event is None:
+                return
             settle = None
             if event.params.get("targets") is not None and event.action == "start":
                 settle = self.nemeses[event.package].look_ahead()  # the replay strikes at the recorded moment

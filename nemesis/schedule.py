@@ -10,8 +10,9 @@ at a random offset within its first interval, so packages are staggered.
 from __future__ import annotations
 
 import random
+import threading
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 
 
@@ -58,3 +59,45 @@ def build_schedule(packages: list[str], time_limit_s: float, interval_s: float, 
             action = "stop" if action == "start" else "start"
             at += rng.uniform(0.5 * interval_s, 1.5 * interval_s)
     return sorted(events, key=lambda e: (e.at_s, e.package))
+
+
+class Scheduler(Protocol):
+    """Decides the fault phase's next action: `next(package, now_s, observer)` is the package's
+    next event (due at or after now_s), or None when it has no more. Each package asks on its own
+    thread. `planned()` is what is known ahead, for config.json before the run. The seeded random
+    schedule and the replay are the first two; a scheduler that steers by what the run's observer
+    saw (nemesis/observer.py) plugs in here."""
+
+    name: str
+
+    def planned(self) -> list[FaultEvent]: ...
+
+    def next(self, package: str, now_s: float, observer: Any) -> FaultEvent | None: ...
+
+
+class EventList:
+    """A schedule decided ahead of time, handed out package by package in time order."""
+
+    def __init__(self, name: str, events: list[FaultEvent]) -> None:
+        self.name = name
+        self.events = sorted(events, key=lambda e: (e.at_s, e.package))
+        self._left = {p: [e for e in self.events if e.package == p] for p in dict.fromkeys(e.package for e in self.events)}
+        self._lock = threading.Lock()
+
+    def planned(self) -> list[FaultEvent]:
+        return list(self.events)
+
+    def next(self, package: str, now_s: float, observer: Any = None) -> FaultEvent | None:
+        with self._lock:
+            left = self._left.get(package)
+            return left.pop(0) if left else None
+
+
+def random_schedule(packages: list[str], time_limit_s: float, interval_s: float, seed: int) -> EventList:
+    """Today's default: each package alternates start and stop at seeded random gaps (build_schedule)."""
+    return EventList("random", build_schedule(packages, time_limit_s, interval_s, seed))
+
+
+def replay_schedule(events: list[FaultEvent]) -> EventList:
+    """A run's executed schedule given back (`run --replay`): the same times, the recorded params."""
+    return EventList("replay", events)

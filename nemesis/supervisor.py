@@ -40,27 +40,13 @@ MAX_RESTARTS = 8  # about WINDOW_S / (JVM start + 1 s): bounded whatever Kafka d
 def restart(nemesis: Any, node: Any, step: str) -> int | None:
     """Start `node`'s JVM (a no-op if it runs) and, before KRaft, keep it started as above; a
     start again is recorded as `nemesis.stop_f`."""
-    watched = getattr(node, "node_dir", None) is not None and nemesis.cluster is not None and not nemesis.cluster.is_kraft
-    mark = _size(node) if watched else 0
+    watched = hasattr(node, "read_log") and nemesis.cluster is not None and not nemesis.cluster.is_kraft
+    mark = node.log_size() if watched else 0
     pid = node.start_process()
     if watched:
         threading.Thread(target=_watch, args=(nemesis, node, pid, mark, step), daemon=True,
                          name=f"supervise-{node.node_id}").start()
     return pid
-
-
-def _size(node: Any) -> int:
-    path = node.node_dir / "server.log"
-    return path.stat().st_size if path.exists() else 0
-
-
-def _since(node: Any, mark: int) -> str:
-    path = node.node_dir / "server.log"
-    if not path.exists():
-        return ""
-    with path.open("rb") as f:
-        f.seek(mark)
-        return f.read().decode(errors="replace")
 
 
 def _watch(nemesis: Any, node: Any, pid: int | None, mark: int, step: str) -> None:
@@ -70,14 +56,14 @@ def _watch(nemesis: Any, node: Any, pid: int | None, mark: int, step: str) -> No
         time.sleep(EVERY_S)
         if node.pid_on_file() != pid:
             return  # someone else started (or restarts) it: theirs now
-        text = _since(node, mark)
+        text = node.read_log(mark)[0]
         if STARTED in text and REFUSED not in text:
             return  # registered and started
         if REFUSED not in text or node.pid() is not None:
             continue  # still starting, or still shutting down after the refusal
         refusal = next((line.strip() for line in text.splitlines() if REFUSED in line), "")[:300]
         time.sleep(RETRY_AFTER_S)
-        mark, restarts = _size(node), restarts + 1
+        mark, restarts = node.log_size(), restarts + 1
         try:
             pid = node.start_process()
         except Exception as exc:  # the heal starts any JVM still gone (nemesis/runner.py)

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
-import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +24,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("nemesis")
 
 NODE_TARGETS = ("one", "leader", "controller", "minority", "majority", "all", "follower", "rejoined")
-
-# The ISRs of the last look at each cluster: (time.monotonic(), partition -> ISR). Shared by every
-# nemesis of the run, so that `rejoined` compares with the latest look, whoever took it. Keyed by
-# id(cluster), the entry dropped when the cluster is collected: a later cluster reused a gone one's
-# id and compared its first look with the gone cluster's ISRs (a flaky unit test showed it).
-_LAST_ISRS: dict[int, tuple[float, dict[int, list[int]]]] = {}
-
 
 @dataclass
 class Roles:
@@ -48,6 +39,7 @@ class Roles:
     agreed: bool | None = None  # whether a majority of those agreed on the topic's state
     isrs: dict[int, list[int]] = field(default_factory=dict)  # partition -> in-sync replica ids
     replicas: dict[int, list[int]] = field(default_factory=dict)  # partition -> replica ids, the preferred leader first
+    # Filled in by the run's Observer (nemesis/observer.py), which keeps the previous look:
     rejoined: dict[int, list[int]] = field(default_factory=dict)  # partition -> ids back in its ISR since the last look
     since_s: float | None = None  # seconds since that previous look (None: no previous look)
     controller_error: str | None = None  # why the controller lookup failed (the leaders may still be known)
@@ -76,29 +68,10 @@ class Roles:
                 roles.leaders = {p: s["leader"] for p, s in state.items()}
                 roles.isrs = {p: list(s["isr"]) for p, s in state.items()}
                 roles.replicas = {p: list(s["replicas"]) for p, s in state.items()}
-                roles.remember(cluster)
         except Exception as exc:  # a partitioned cluster may not answer; the fault may still happen
             roles.error = str(exc)[:300]
             log.debug("roles unavailable: %s", exc)
         return roles
-
-    def remember(self, cluster: object) -> None:
-        """Compare this look's ISRs with the previous look's (`rejoined`), then become the previous look.
-        A look that saw no ISR (no majority agreed) is not remembered: it would make everyone 'rejoin'."""
-        if not self.isrs:
-            return
-        key = id(cluster)
-        previous = _LAST_ISRS.get(key)
-        if previous is not None:
-            at, isrs = previous
-            self.since_s = round(time.monotonic() - at, 2)
-            for p, isr in self.isrs.items():
-                back = sorted(set(isr) - set(isrs.get(p, isr)) - {self.leaders.get(p)})
-                if back:
-                    self.rejoined[p] = back
-        else:  # the first look at this cluster: forget it with the cluster
-            weakref.finalize(cluster, _LAST_ISRS.pop, key, None)
-        _LAST_ISRS[key] = (time.monotonic(), {p: list(isr) for p, isr in self.isrs.items()})
 
     def of(self, nodes: list["Node"]) -> dict[str, list[str]]:
         """Each node's roles: "controller" and "leader:<topic>-<p>" for workload partitions it leads."""

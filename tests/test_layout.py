@@ -84,3 +84,53 @@ def test_the_docs_fault_table_is_the_nemeses_declaration():
     declared = {name: ({k.start for k in n.faults}, {k.stop for k in n.faults}) for name, n in nemeses.items()}
     assert all(n.faults for n in nemeses.values()), "every nemesis declares the fault kinds it records"
     assert table == declared
+
+
+# What only harness/cluster/ may touch of a node: its folder and its container. Everything else acts
+# on a node through the node (harness/cluster/node.py) and so through its transport.
+NODE_INSIDES = ("node_dir", "container", "get_wrapped_container")
+
+
+def test_only_the_cluster_floor_touches_a_node_s_folder_or_container():
+    wrong = []
+    for name, path in modules():
+        if name.startswith("harness.cluster"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in NODE_INSIDES:
+                wrong.append(f"{name}:{node.lineno} uses .{node.attr}")
+    assert not wrong, "act through the node (read_log, exec, start_process, ...) instead:\n" + "\n".join(wrong)
+
+
+def _module_containers(tree: ast.Module) -> set[str]:
+    """Names a module binds at its top level to a dict, set or list (a display or a constructor call)."""
+    names: set[str] = set()
+    for stmt in tree.body:
+        targets, value = [], None
+        if isinstance(stmt, ast.Assign):
+            targets, value = stmt.targets, stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            targets, value = [stmt.target], stmt.value
+        mutable = isinstance(value, (ast.Dict, ast.Set, ast.List)) or (
+            isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("dict", "set", "list", "defaultdict"))
+        names.update(t.id for t in targets if mutable and isinstance(t, ast.Name))
+    return names
+
+
+def test_no_module_keeps_mutable_global_state_keyed_by_object_id():
+    """A module-level container that a function changes, in a module that calls id(): the state of
+    one object kept in a global under its id outlives the object, and a later object may get the
+    same id (nemesis/targets.py's _LAST_ISRS did; a run's Observer holds it now)."""
+    wrong = []
+    for name, path in modules():
+        tree = ast.parse(path.read_text())
+        calls_id = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "id" for n in ast.walk(tree))
+        globals_ = _module_containers(tree)
+        if not calls_id or not globals_:
+            continue
+        for func in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+            for n in ast.walk(func):
+                target = n.value if isinstance(n, (ast.Subscript, ast.Attribute)) else None
+                if isinstance(target, ast.Name) and target.id in globals_:
+                    wrong.append(f"{name}:{n.lineno} changes or reads the global {target.id} in a module that calls id()")
+    assert not wrong, "\n".join(sorted(set(wrong)))

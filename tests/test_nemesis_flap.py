@@ -17,7 +17,8 @@ from harness.history.faults import KILL, SKIPPED
 from nemesis.flap import FlapNemesis, RejoinNemesis
 from nemesis.runner import build_nemeses
 from nemesis.schedule import PACKAGES, build_schedule
-from nemesis.targets import NODE_TARGETS, Roles, choose_nodes
+from nemesis.observer import Observer
+from nemesis.targets import NODE_TARGETS, choose_nodes
 
 
 @dataclass
@@ -160,14 +161,14 @@ def test_flap_with_no_leader_is_skipped_and_with_no_new_leader_kills_only_the_fi
 
 
 def test_rejoined_is_a_broker_back_in_an_isr_since_the_previous_look_and_never_the_leader():
-    cluster = Cluster()
+    cluster, observer = Cluster(), Observer()
     rng = random.Random(1)
-    first = Roles.now(cluster, "queue")  # type: ignore[arg-type]
+    first = observer.look(cluster, "queue")  # type: ignore[arg-type]
     assert choose_nodes(cluster, "rejoined", rng, "queue", None, first) == []  # type: ignore[arg-type]
     cluster.node(2).kill_process()
-    Roles.now(cluster, "queue")  # type: ignore[arg-type]  # 2 is out of every ISR, partition 1 led by 3
+    observer.look(cluster, "queue")  # type: ignore[arg-type]  # 2 is out of every ISR, partition 1 led by 3
     cluster.node(2).start_process()
-    back = Roles.now(cluster, "queue")  # type: ignore[arg-type]
+    back = observer.look(cluster, "queue")  # type: ignore[arg-type]
     assert back.rejoined == {0: [2], 1: [2], 2: [2]} and back.since_s is not None
     aimed: dict = {}
     assert [n.node_id for n in choose_nodes(cluster, "rejoined", rng, "queue", aimed, back)] == [2]  # type: ignore[arg-type]
@@ -222,15 +223,15 @@ def test_flap_on_real_brokers_kills_a_leader_then_the_leader_elected_after_it(pr
         print(f"flap on {cluster.describe().get('kafka_version')}: {first} then {second} {value['after_s']} s later")
 
 
-def test_a_gone_clusters_last_look_is_forgotten_so_a_new_cluster_with_its_id_starts_afresh():
-    import gc
-
-    from nemesis.targets import _LAST_ISRS
-
+def test_each_run_s_observer_keeps_its_own_looks_so_a_new_run_starts_afresh():
+    """The previous look lives in the run's Observer, not in a module-global keyed by id(cluster):
+    a later cluster that reused a gone one's id compared its first look with the gone one's ISRs."""
     cluster = Cluster()
-    Roles.now(cluster, "queue")  # type: ignore[arg-type]
-    key = id(cluster)
-    assert key in _LAST_ISRS
-    del cluster
-    gc.collect()
-    assert key not in _LAST_ISRS
+    old_run = Observer()
+    old_run.look(cluster, "queue")  # type: ignore[arg-type]
+    cluster.node(2).kill_process()
+    old_run.look(cluster, "queue")  # type: ignore[arg-type]  # 2 out of every ISR
+    cluster.node(2).start_process()
+    assert old_run.look(cluster, "queue").rejoined  # type: ignore[arg-type]  # the same run sees 2 rejoin
+    first = Observer().look(cluster, "queue")  # type: ignore[arg-type]  # a new run's first look
+    assert first.rejoined == {} and first.since_s is None

@@ -141,7 +141,9 @@ def test_the_supervisor_starts_again_a_broker_that_zookeeper_refused(tmp_path, m
     log = tmp_path / "server.log"
     log.write_text("[old] FATAL java.lang.RuntimeException: A broker is already registered on the path /brokers/ids/3.\n")
 
-    class Node:
+    from tests.power.fakes import LogFolder
+
+    class Node(LogFolder):
         node_id, node_dir, running, starts = 3, tmp_path, None, 0
 
         def start_process(self) -> int:

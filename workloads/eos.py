@@ -80,11 +80,14 @@ class EosWorkload(QueueWorkload):
         self.profile = replace(self.profile, isolation_level="read_committed")
         self.abort_probability = abort_probability
         self.output_topic = f"{self.topic}-out"
-        self.extra_topics = (self.output_topic,)  # harness/run.py creates them like the topic
         self._attempts = itertools.count(1)
         self._attempt_lock = threading.Lock()
         self._feed_stop = threading.Event()  # the feeders stop first (stop())
         self.pipeline: dict[str, Any] = {}
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return (self.topic, self.output_topic)  # the run creates the output topic like the input
 
     def start(self, ready_timeout_s: float = 120.0) -> None:
         # The queue workload's producers feed the input; its consumers are replaced by the pipeline

@@ -67,6 +67,11 @@ class QueueWorkload:
         self.crash_clients_s = crash_clients_s
         self._closers: list[threading.Thread] = []  # crashed producers, closing in the background
 
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """Every topic this workload needs, its own first (workloads/registry.py)."""
+        return (self.topic,)
+
     # --- the main phase ---------------------------------------------------------------
     def start(self, ready_timeout_s: float = 120.0) -> None:
         """Start every client thread; return once each has opened its client (so the time limit

@@ -40,6 +40,7 @@ from harness.cluster.node import KafkaNodeContainer, Node, network_address
 from harness.cluster.metadata_views import BrokerView, collect_views, majority_view
 from harness.cluster.quorum import read_active_controller
 from harness.cluster.topics import request_topic
+from harness.cluster.transport import DOCKER_CAPABILITIES
 from harness.provision.owner import run_labels, write_owner
 
 log = logging.getLogger(__name__)
@@ -103,8 +104,8 @@ class KafkaCluster:
         self.timings: dict[str, float] = {}
         self._admin: AdminClient | None = None
         self.lossy_data, self.lossy_writeback_s = lossy_data, lossy_writeback_s  # see nemesis/power.py
-        # What nemeses may do here (nemesis/registry.py CAPABILITIES): docker exec reaches every JVM, iptables, clock, log.
-        self.capabilities = frozenset({"signals", "restart", "iptables", "faketime", "log_files"} | ({"lossy_data"} if lossy_data else set()))
+        # What nemeses may do here (nemesis/registry.py CAPABILITIES), what every node's transport can and lossy disks.
+        self.capabilities = DOCKER_CAPABILITIES | ({"lossy_data"} if lossy_data else frozenset())
         self.disks: dict[int, LossyMount] = {}  # node id -> the lossy mount that is its data directory
 
     # --- lifecycle ------------------------------------------------------------
@@ -193,7 +194,7 @@ class KafkaCluster:
             if self.lossy_data and not spec.is_zookeeper:  # registered before mounting: stop() unmounts it
                 disk = self.disks[spec.node_id] = LossyMount(self.work_dir / "power" / str(spec.node_id), f"{self.run_id}:{spec.hostname}", self.lossy_writeback_s)
                 container.with_volume_mapping(str(disk.mount().mountpoint), DATA_DIR, "rw")
-            node = Node(spec=spec, container=container, node_dir=node_dir)
+            node = Node(spec=spec, container=container, node_dir=node_dir, disk=self.disks.get(spec.node_id))
             # Registered before start so that teardown finds it even if start fails halfway.
             if spec.is_zookeeper:
                 self.zookeeper = node

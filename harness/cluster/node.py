@@ -17,15 +17,16 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import docker.errors
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
+from harness.cluster.transport import DockerTransport, Transport
 from harness.cluster.broker_config import (EXTERNAL_PORT, KAFKA_LIBS, NODE_DIR, NodeSpec, log4j1_properties,
                                           log4j2_properties, server_properties, zookeeper_properties)
 from harness.errors import ClusterError
-from harness.history.files import write_text
 from harness.provision.owner import run_labels
 
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
@@ -95,7 +96,9 @@ class KafkaNodeContainer(DockerContainer):
 
 @dataclass
 class Node:
-    """A started node: its identity, container, host port (brokers) and cluster-network address."""
+    """A started node: its identity, container, host port (brokers) and cluster-network address.
+    Every action on it goes through `transport` (harness/cluster/transport.py); `disk` is its
+    lossy data directory (harness/cluster/lossy_mount.py) when the cluster has one."""
 
     spec: NodeSpec
     container: KafkaNodeContainer
@@ -103,6 +106,18 @@ class Node:
     host_port: int | None = None
     address: str = ""
     last_ps: tuple[int, str] | None = None  # the last `ps` of pid(): (exit code, output)
+    transport: Transport | None = None
+    disk: Any = None
+
+    def __post_init__(self) -> None:
+        if self.transport is None:
+            self.transport = DockerTransport(self.container, self.node_dir, NODE_DIR)
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What a nemesis may do to this node (nemesis/registry.py CAPABILITIES)."""
+        assert self.transport is not None
+        return self.transport.capabilities | ({"lossy_data"} if self.disk is not None else frozenset())
 
     @property
     def node_id(self) -> int:
@@ -152,14 +167,32 @@ class Node:
             pass
 
     def exec(self, command: str) -> tuple[int, str]:
-        """Run `sh -c command` in the container; return (exit code, combined output)."""
-        result = self.container.get_wrapped_container().exec_run(["sh", "-c", command])
-        return result.exit_code, result.output.decode(errors="replace")
+        """Run `sh -c command` on the node; return (exit code, combined output)."""
+        assert self.transport is not None
+        return self.transport.run(command)
+
+    def read_address(self, network: Network) -> str:
+        """The node's address on `network`, read again from Docker (a separate KRaft controller's
+        was still "" when first read, and every iptables cut aimed at it failed)."""
+        self.address = network_address(self.container, network)
+        return self.address
+
+    def log_size(self, name: str = "server.log") -> int:
+        """How many bytes the node's log `name` holds now: a mark to read what it logs after."""
+        assert self.transport is not None
+        return self.transport.size(name)
+
+    def read_log(self, offset: int = 0, name: str = "server.log") -> tuple[str, int]:
+        """What the node's log `name` holds from byte `offset` on, and the offset after it."""
+        assert self.transport is not None
+        data, end = self.transport.read_file(name, offset)
+        return data.decode(errors="replace"), end
 
     def start_process(self, format_cluster_id: str | None = None) -> int:
         """Start the Kafka JVM (a no-op if it runs); format storage first when given a cluster id."""
         args = f" --format {format_cluster_id}" if format_cluster_id else ""
-        code, out = self.exec(f"{NODE_DIR}/start.sh{args}")
+        assert self.transport is not None
+        code, out = self.transport.start_broker(args)
         if code != 0:
             raise ClusterError(
                 f"node {self.node_id} ({self.hostname}) could not start Kafka: {first_error_line(out)}",
@@ -172,7 +205,8 @@ class Node:
         """The PID that start.sh last wrote, read on the host with no exec into the container:
         what a fault records as it strikes (a `ps` exec took 0.1-1 s under load, and that wait
         sat between a replayed fault's moment and its record). `pid()` says if it still runs."""
-        text = (self.node_dir / "kafka.pid").read_text().strip() if (self.node_dir / "kafka.pid").exists() else ""
+        assert self.transport is not None
+        text = self.transport.read_file("kafka.pid")[0].decode(errors="replace").strip()
         return int(text) if text else None
 
     def pid(self) -> int | None:
@@ -198,7 +232,8 @@ class Node:
         """Send `sig` to the Kafka JVM; return the PID signalled, or None if it was not running."""
         pid = self.pid()
         if pid is not None:
-            self.exec(f"kill -{int(sig)} {pid}")
+            assert self.transport is not None
+            self.transport.signal(pid, sig)
         return pid
 
     def kill_process(self, wait_s: float = 10.0) -> int | None:
@@ -211,15 +246,16 @@ class Node:
 
     def set_clock_offset(self, offset: str) -> None:
         """Write a libfaketime offset such as "+0", "+90s" or "-5m"; the JVM reads it within ~1 s."""
-        write_text(self.clock_offset_path, offset + "\n")  # atomic: the JVM never reads half an offset
+        assert self.transport is not None
+        self.transport.write_file("clock/offset", offset + "\n")  # atomic: the JVM never reads half an offset
 
     def log_tail(self, lines: int = 40) -> str:
         """Last lines of server.log, or stdout.log when the JVM died before logging started."""
         chunks = []
         for name in ("server.log", "stdout.log"):
-            path = self.node_dir / name
-            if path.exists():
-                text = path.read_text(errors="replace").splitlines()[-lines:]
+            assert self.transport is not None
+            if self.transport.size(name):
+                text = self.read_log(0, name)[0].splitlines()[-lines:]
                 chunks.append(f"--- {self.hostname} {name} (last {len(text)} lines)\n" + "\n".join(text))
         return "\n".join(chunks)
 

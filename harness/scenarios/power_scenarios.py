@@ -34,7 +34,7 @@ ELR_FEATURE = "eligible.leader.replicas.version"
 # --- power, writeback and what survived ---------------------------------------------------------------
 def writeback(ctx: ScenarioContext, nodes: list[Node], why: str) -> None:
     """The kernel has written these nodes' dirty pages and names to disk (lossyfs sync-all)."""
-    answers = {str(n.node_id): ctx.cluster.disks[n.node_id].sync_all() for n in nodes}
+    answers = {str(n.node_id): n.disk.sync_all() for n in nodes}
     ctx.step(f"writeback {'+'.join(ctx.name(n) for n in nodes)}: {why}", targets=[n.node_id for n in nodes], synced=answers)
 
 
@@ -42,7 +42,7 @@ def power_off(ctx: ScenarioContext, nodes: list[Node]) -> dict[str, Any]:
     """One power feed: SIGKILL the JVMs together, then each disk loses what was never made durable."""
     with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
         pids = list(pool.map(lambda n: n.kill_process(), nodes))
-    dropped = {str(n.node_id): ctx.cluster.disks[n.node_id].drop() for n in nodes}  # every JVM is gone first
+    dropped = {str(n.node_id): n.disk.drop() for n in nodes}  # every JVM is gone first
     return ctx.step(f"power off {'+'.join(ctx.name(n) for n in nodes)}", POWER.start, targets=[n.node_id for n in nodes],
                     pids={str(n.node_id): p for n, p in zip(nodes, pids)}, dropped=dropped,
                     dropped_bytes=sum(d["dropped_bytes"] for d in dropped.values()),
@@ -76,8 +76,7 @@ def log_lines(ctx: ScenarioContext, limit: int = 25) -> dict[str, list[str]]:
     (every line stays in brokers/<id>/server.log; these are the ones scenario.json quotes)."""
     out = {}
     for node in ctx.cluster.brokers + [c for c in ctx.cluster.controllers if c not in ctx.cluster.brokers]:
-        path = node.node_dir / "server.log"
-        text = path.read_text(errors="replace").splitlines() if path.exists() else []
+        text = node.read_log()[0].splitlines()
         hits = [ln[:400] for ln in text if f"{ctx.topic}-0" in ln or f"{ctx.topic}, partition" in ln
                 if any(w in ln.lower() for w in LOG_WORDS)]
         if hits:
@@ -135,9 +134,7 @@ def isolate(ctx: ScenarioContext, node: Node, peers: list[Node]) -> None:
     ISR [1, 2, 3] 60 s after cutting A<->B); the controller fences it after the session timeout."""
     for n in [node] + peers:
         if not n.address:  # measured: the separate KRaft controller's address was "" (iptables: Bad argument `DROP')
-            container = n.container.get_wrapped_container()
-            container.reload()
-            n.address = container.attrs["NetworkSettings"]["Networks"].get(ctx.cluster.network.name, {}).get("IPAddress", "")
+            n.read_address(ctx.cluster.network)
             ctx.step(f"address of {ctx.name(n)} read again", node=n.node_id, address=n.address)
     for peer in peers:
         ctx.cut(node, peer)

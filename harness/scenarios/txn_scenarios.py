@@ -88,8 +88,7 @@ def describe_txn(ctx: ScenarioContext, via: Any, what: str) -> str:
 
 def coordinator_log(ctx: ScenarioContext, node: Any, partition: int, limit: int = 40) -> list[str]:
     """K's server.log lines about the transactional.id or its __transaction_state partition."""
-    path = node.node_dir / "server.log"
-    text = path.read_text(errors="replace").splitlines() if path.exists() else []
+    text = node.read_log()[0].splitlines()
     keys = (TXN_ID, f"{TXN_STATE_TOPIC}-{partition}", "TransactionCoordinator", "TransactionMarker")
     return [ln[:400] for ln in text if any(k in ln for k in keys)][-limit:]
 

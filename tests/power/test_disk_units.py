@@ -13,7 +13,7 @@ from analysis.timeline import faults_from
 from harness.errors import HarnessError
 from nemesis.disk import DiskNemesis, log_lines, what_kafka_did, NOTEWORTHY
 from nemesis.runner import build_nemeses
-from tests.power.fakes import Events
+from tests.power.fakes import Events, LogFolder
 
 OFFLINE_LINES = [
     "[2026-11-24T00:07:26,859] ERROR Error while appending records to power-2 in dir /var/lib/kafka/data (org.apache.kafka.storage.internals.log.LogDirFailureChannel)",
@@ -25,7 +25,7 @@ OFFLINE_LINES = [
 
 
 @dataclass
-class FakeNode:
+class FakeNode(LogFolder):
     node_id: int
     node_dir: Path
     running: bool = True
@@ -154,9 +154,10 @@ def test_the_timeline_draws_a_disk_band_until_its_heal() -> None:
 def test_log_lines_keep_the_first_and_last_of_a_long_story(tmp_path: Path) -> None:
     path = tmp_path / "server.log"
     path.write_text("".join(f"ERROR line {i}\n" for i in range(100)))
-    lines, end = log_lines(path, 0, NOTEWORTHY)
+    node = FakeNode(1, path.parent)
+    lines, end = log_lines(node, 0, NOTEWORTHY)
     assert len(lines) == 31 and lines[0] == "ERROR line 0" and lines[-1] == "ERROR line 99" and "more lines" in lines[25]
-    assert end == path.stat().st_size and log_lines(path, end, NOTEWORTHY) == ([], end)
+    assert end == path.stat().st_size and log_lines(node, end, NOTEWORTHY) == ([], end)
     assert what_kafka_did(["[x] ERROR Encountered fatal fault: Unexpected error in raft IO thread"])["halted"]
 
 

@@ -1,0 +1,68 @@
+"""The scheduler protocol (nemesis/schedule.py): the fault phase asks a scheduler for each
+package's next event. The seeded random schedule and the replay are two schedulers; any object
+with `planned()` and `next(package, now_s, observer)` drives a FaultRunner the same way."""
+
+from __future__ import annotations
+
+import time
+
+from nemesis.runner import FaultRunner
+from nemesis.schedule import FaultEvent, build_schedule, random_schedule, replay_schedule
+from tests.test_registry import ToyNemesis
+
+
+class Events:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict]] = []
+
+    def nemesis(self, f: str, value: dict) -> None:
+        self.seen.append((f, value))
+
+
+class EveryTenthOfASecond:
+    """A scheduler that decides as it goes: a start then a stop, 0.1 s after whenever it is asked,
+    three events in all; it sees the run's observer each time."""
+
+    name = "test"
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, float, object]] = []
+
+    def planned(self) -> list[FaultEvent]:
+        return []
+
+    def next(self, package, now_s, observer):  # type: ignore[no-untyped-def]
+        self.asked.append((package, now_s, observer))
+        if len(self.asked) > 3:
+            return None
+        return FaultEvent(round(now_s + 0.1, 3), package, "start" if len(self.asked) % 2 else "stop", {"level": "high"})
+
+
+def test_a_scheduler_decides_each_next_event_and_the_runner_carries_it_out():
+    scheduler, events = EveryTenthOfASecond(), Events()
+    faults = FaultRunner({"toy": ToyNemesis(("low",))}, 10, seed=1, scheduler=scheduler)
+    faults.setup(object(), events)  # type: ignore[arg-type]  # the toy touches no cluster
+    with faults:
+        faults.start()
+        deadline = time.monotonic() + 10
+        while len(faults.executed) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert [e.action for e in faults.executed] == ["start", "stop", "start"]
+    assert [f for f, _ in events.seen] == ["start-toy", "stop-toy", "start-toy"]
+    assert all(v["level"] == "high" for _, v in events.seen)  # the scheduler's params reach the nemesis
+    assert {id(o) for _, _, o in scheduler.asked} == {id(faults.observer)}  # one observer, the run's
+    times = [e.at_s for e in faults.executed]
+    assert times == sorted(times) and all(b - a >= 0.09 for a, b in zip(times, times[1:]))
+
+
+def test_the_random_and_replay_schedulers_hand_out_their_events_per_package_in_time_order():
+    planned = build_schedule(["kill", "partition"], 60, 10, seed=4)
+    random = random_schedule(["kill", "partition"], 60, 10, seed=4)
+    assert random.planned() == planned
+    kills = []
+    while (event := random.next("kill", 0.0, None)) is not None:
+        kills.append(event)
+    assert kills == [e for e in planned if e.package == "kill"] and random.next("partition", 0.0, None) == planned[
+        [e.package for e in planned].index("partition")]
+    replay = replay_schedule(list(reversed(planned)))
+    assert replay.planned() == planned and replay.name == "replay"
