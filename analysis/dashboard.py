@@ -131,7 +131,8 @@ PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 def trend_chart(daily: pd.DataFrame, by: str, title: str, div_id: str) -> Markup:
     """Two panels of static SVG (analysis/report_svg.py): share of runs invalid and anomalies per
     million events, per day, one line per `by` group. Each point says how many runs it stands for,
-    on the plot (n=…) and on hover: one invalid run of one is not one of twenty (issue 19)."""
+    on hover and on the plot (n=…; past 20 days only where it is not zero): one invalid run of one
+    is not one of twenty (issue 19)."""
     g = trend_table(daily, by)
     days = sorted(g["day"].astype(str).unique())
     pos = {d: i for i, d in enumerate(days)}
@@ -152,6 +153,8 @@ def trend_chart(daily: pd.DataFrame, by: str, title: str, div_id: str) -> Markup
             panel.line(xs, ys, colour)
             panel.marks(xs, ys, "circle", colour, tips, 4.5)
             for x, y, n in zip(xs, ys, part["runs"]):
+                if len(days) > 20 and not y:  # many days: label the points that are not zero (hover says all)
+                    continue
                 panel.label(x, (panel.y(y) - panel.top - 9) / panel.h, f"n={n}", colour, anchor="middle", size=9)
         legend.append((colour, "line", str(name)))
     return Markup(f"<h3>{escape(title)}</h3>") + chart(div_id, 1200, 290, [share, per], legend, f"trends {title}")

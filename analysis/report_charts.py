@@ -29,7 +29,8 @@ MARK = {  # how each anomaly is drawn on the offset scatter
     "poll-skip": ("triangle-right", "#5d4037", "skipped read"), "aborted-read": ("star", "#ad1457", "aborted read"),
 }
 MAX_BACKGROUND = 2500  # written/read points per scatter (Plotly)
-SVG_POINTS = 1500  # written/read points per SVG scatter view
+SVG_POINTS = 1200  # written/read points per SVG scatter view (the zoomed one)
+SVG_POINTS_WHOLE = 600  # … and per whole-run view (a 1200 px wide overview needs no more)
 W, LEFT, RIGHT = 1200, 64, 16
 
 
@@ -182,13 +183,14 @@ def timeline_chart(tl: Timeline) -> Markup:
 
 
 def _offset_view(tl: Timeline, key: int, points: dict[str, pd.DataFrame], w: pd.DataFrame, r: pd.DataFrame,
-                 xr: tuple[float, float] | None, yr: tuple[float, float] | None, title: str, div_id: str) -> Markup:
+                 xr: tuple[float, float] | None, yr: tuple[float, float] | None, title: str, div_id: str,
+                 cap: int = SVG_POINTS) -> Markup:
     xdom = xr or (0.0, max(tl.duration_s, 1.0))
     if xr:
         w, r = w[w["t"].between(*xr)], r[r["t"].between(*xr)]
     if yr:
         w, r = w[w["offset"].between(*yr)], r[r["offset"].between(*yr)]
-    w, r = sample(w, SVG_POINTS), sample(r, SVG_POINTS)
+    w, r = sample(w, cap), sample(r, cap)
     mine = [(n, p[p["key"] == key]) for n, p in points.items()]
     offs = pd.concat([w["offset"], r["offset"], *[p["offset"] for _, p in mine]]).dropna()
     ydom = yr or ((float(offs.min()), float(offs.max())) if len(offs) else (0.0, 1.0))
@@ -223,5 +225,6 @@ def offset_chart(tl: Timeline, key: int, points: dict[str, pd.DataFrame], div_id
         return _offset_view(tl, key, points, w, r, None, None, f"partition {key}: offset over time", div_id)
     zoomed = _offset_view(tl, key, points, w, r, xr, yr,
                           f"partition {key}: offset over time (zoomed on the anomaly; the whole run below)", div_id)
-    whole = _offset_view(tl, key, points, w, r, None, None, f"partition {key}: offset over the whole run", div_id + "-all")
+    whole = _offset_view(tl, key, points, w, r, None, None, f"partition {key}: offset over the whole run", div_id + "-all",
+                         SVG_POINTS_WHOLE)
     return Markup(f'{zoomed}<details><summary class="muted">partition {escape(key)}: the whole run</summary>{whole}</details>')

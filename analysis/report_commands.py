@@ -81,7 +81,8 @@ def report(run_dir: Path, output: Path | None, inline: bool) -> None:
             output.mkdir(parents=True, exist_ok=True)
         path = render_report(run_dir, output, inline=inline)
         size = path.stat().st_size
-    click.echo(f"wrote {path} ({size / 1e6:.1f} MB in {time.perf_counter() - began:.1f} s)", err=True)
+    shown = f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.0f} KB"
+    click.echo(f"wrote {path} ({shown} in {time.perf_counter() - began:.1f} s)", err=True)
     click.echo(str(path))
 
 

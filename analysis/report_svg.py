@@ -103,7 +103,8 @@ class Panel:
                      f'<text x="{_n(self.left - 4)}" y="{_n(yy + 4)}" text-anchor="end" font-size="11" fill="#555">{tick_text(v, pct)}</text>')
         if xcats is not None:
             xs = [(i, c) for i, c in enumerate(xcats)]
-            step = max(1, len(xs) // 12)
+            longest = max((len(c) for c in xcats), default=1)
+            step = max(1, math.ceil(len(xs) / max(1, self.w // (longest * 6.5 + 14))))  # labels never overlap
             xs = xs[::step]
         else:
             xs = [(v, tick_text(v)) for v in nice_ticks(*self.xdom, n=10)]
@@ -182,8 +183,10 @@ class Panel:
             self.parts.append(f'<path fill="none" stroke="{colour}" stroke-width="{width}"{da} d="{"".join(d)}"/>')
 
     def dots(self, xs: Iterable[float], ys: Iterable[float], colour: str, size: float = 3.5) -> None:
-        """Many small dots as one path (hover text would cost a node per dot: none here)."""
-        d = [f"M{_n(self.x(x))} {_n(self.y(y))}h0" for x, y in zip(xs, ys) if self.inside(x, y)]
+        """Many small dots as one path (hover text would cost a node per dot: none here), at
+        whole-pixel positions, one per pixel."""
+        px = dict.fromkeys((round(self.x(x)), round(self.y(y))) for x, y in zip(xs, ys) if self.inside(x, y))
+        d = [f"M{a} {b}h0" for a, b in px]  # whole pixels, each drawn once: a dense run costs no more
         if d:
             self.parts.append(f'<path fill="none" stroke="{colour}" stroke-width="{size}" stroke-linecap="round" d="{"".join(d)}"/>')
 
