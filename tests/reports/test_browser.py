@@ -92,3 +92,11 @@ def test_a_100_run_dashboard_opens_in_chromium_in_under_2_s(tmp_path: Path, smal
     assert int(s["loadms"]) < 2000, f"the 100-run dashboard took {s['loadms']} ms to load"
     print(f"100-run dashboard: {len(text.encode()) / 1e3:.0f} KB, loaded in {s['loadms']} ms; "
           f"a report: {(runs[0] / 'report.html').stat().st_size / 1e3:.0f} KB")
+
+
+def test_the_inline_report_draws_its_plotly_charts(tmp_path: Path, small_run: Path, chromium: str) -> None:
+    """`report --inline`: the interactive page (Plotly inlined once) draws every chart, offline."""
+    page = render_report(small_run, tmp_path, inline=True)
+    assert page.read_text().count("Plotly.newPlot") >= 2
+    s = check_page(page, "report-inline.png")
+    assert int(s["plots"]) >= 2
