@@ -57,7 +57,31 @@ class Nemesis:
         return self
 
     def invoke(self, action: str, params: dict[str, Any], rng: Any) -> dict[str, Any]:
-        """Perform `action` ("start" or "stop") with seeded parameters; return what was done."""
+        """Perform `action` ("start" or "stop") with seeded parameters; return what was done.
+        Deciding apart from acting (Jepsen's generator and nemesis): a start is `plan`ned, then
+        `apply`d; a stop undoes (teardown). Nemeses that still decide inside their own invoke
+        override it (nemesis/README in docs/nemesis.md says which)."""
+        if action != "start":
+            return self.teardown()
+        return self.apply(self.plan(params, rng))
+
+    def plan(self, params: dict[str, Any], rng: Any) -> dict[str, Any]:
+        """The parameters of the next start, decided before anything acts: the recorded ones when a
+        replay gives them back (their nodes still exist), else `decide(look, rng, params)` from one
+        look. A plan's "replay" says which it was; the rest is what `replay_params` records."""
+        if params.get("targets") is not None:
+            nodes, note = self.replay_nodes(params)
+            if nodes is not None:
+                return {**params, "replay": note}
+            return {**self.decide(self.look(), rng, params), "replay": note}
+        return self.decide(self.look(), rng, params)
+
+    def decide(self, look: "Roles", rng: Any, given: dict[str, Any]) -> dict[str, Any]:
+        """A fresh plan from one look and the seeded rng; `given` holds fields a replay recorded."""
+        raise NotImplementedError
+
+    def apply(self, plan: dict[str, Any]) -> dict[str, Any]:
+        """Carry out a plan; return the event's value (what was done, to whom, with their roles)."""
         raise NotImplementedError
 
     def teardown(self) -> dict[str, Any]:

@@ -106,15 +106,22 @@ class DiskNemesis(ProcessNemesis):
                                    hint="rebuild it with `./chaos bootstrap` (the build is keyed by native/lossyfs's sources)")
         return self
 
-    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-        if action != "start":
-            return self.teardown()
+    def plan(self, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+        if params.get("targets") is not None and not params.get("error"):  # brokers given, not the error
+            params = {**params, "error": rng.choice(self.errors)}
+        return super().plan(params, rng)
+
+    def decide(self, look: Any, rng: random.Random, given: dict[str, Any]) -> dict[str, Any]:
+        error = given.get("error") or rng.choice(self.errors)  # drawn before the broker, as ever
+        return {**super().decide(look, rng, given), "error": error}
+
+    def apply(self, plan: dict[str, Any]) -> dict[str, Any]:
         assert self.cluster is not None
-        error = params.get("error") or rng.choice(self.errors)
+        error = plan.get("error")
         if error not in KIND_OF:
             raise HarnessError(f"unknown disk error {error!r}", hint=f"use any of: {', '.join(DISK_ERRORS)}")
         kind = KIND_OF[error]
-        nodes, value, nobody = self.aim(params, rng)
+        nodes, value, nobody = self.aim(plan)
         value["error"] = error
         if nobody is not None:
             return self.skip(kind.start, value, nobody)

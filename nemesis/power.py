@@ -16,7 +16,6 @@ majority or all of the replicas at once, is what replication alone cannot cover.
 
 from __future__ import annotations
 
-import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -71,11 +70,9 @@ class PowerNemesis(ProcessNemesis):
             disk.sync_all()
         return self
 
-    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-        if action != "start":
-            return self.teardown()
+    def apply(self, plan: dict[str, Any]) -> dict[str, Any]:
         assert self.cluster is not None
-        nodes, value, nobody = self.aim(params, rng)
+        nodes, value, nobody = self.aim(plan)
         if nobody is not None:  # nobody to cut: recorded as skipped with why, never as a cut that hit nobody
             value["model"] = self.model
             return self.skip(self.start_f, value, nobody)

@@ -36,27 +36,32 @@ class ProcessNemesis(Nemesis):
         self.targets = tuple(targets)
         self.victims: dict[int, int | None] = {}  # node id -> PID hit
 
-    def aim(self, params: dict[str, Any], rng: random.Random) -> tuple[list[Any], dict[str, Any], str | None]:
-        """The nodes a start hits (the recorded ones on replay, else chosen by target from one look),
-        less those already hit; the event's value so far (target, targets, roles, what was aimed
-        at, a replay note); and why nobody is hit, or None. Shared by kill, pause and power."""
+    def decide(self, look: Any, rng: random.Random, given: dict[str, Any]) -> dict[str, Any]:
+        """Which brokers a start hits: a target drawn from the configured ones (or the recorded one),
+        resolved from the look; what was aimed at (a partition) goes with it."""
         assert self.cluster is not None
-        target = params.get("target") or rng.choice(self.targets)
-        look = self.look()
-        chosen, note = self.replay_nodes(params)
+        target = given.get("target") or rng.choice(self.targets)
         aimed: dict[str, Any] = {}
-        if chosen is None:
-            chosen = choose_nodes(self.cluster, target, rng, self.topic, aimed, look)
+        chosen = choose_nodes(self.cluster, target, rng, self.topic, aimed, look)
+        return {"target": target, "targets": [n.node_id for n in chosen], **aimed}
+
+    def aim(self, plan: dict[str, Any]) -> tuple[list[Any], dict[str, Any], str | None]:
+        """The nodes a planned start hits, less those already hit; the event's value so far (target,
+        targets, roles, what was aimed at, a replay note); and why nobody is hit, or None. Shared by
+        kill, pause, power and disk."""
+        assert self.cluster is not None
+        look = self.look()
+        chosen = [self.cluster.node(i) for i in plan["targets"]]
         nodes = [n for n in chosen if n.node_id not in self.victims]
-        value = {"target": target, "targets": [n.node_id for n in nodes], "roles": self.roles(nodes), **aimed}
+        aimed = {k: v for k, v in plan.items() if k not in ("target", "targets", "replay", "error")}
+        value = {"target": plan["target"], "targets": [n.node_id for n in nodes], "roles": self.roles(nodes), **aimed}
+        note = plan.get("replay")
         if note is not None:
             value["replay"] = note
-        return nodes, value, None if nodes else self.why_nobody(target, chosen, note, look, aimed)
+        return nodes, value, None if nodes else self.why_nobody(plan["target"], chosen, note, look, aimed)
 
-    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-        if action != "start":
-            return self.teardown()
-        nodes, value, nobody = self.aim(params, rng)
+    def apply(self, plan: dict[str, Any]) -> dict[str, Any]:
+        nodes, value, nobody = self.aim(plan)
         value["pids"] = {str(n.node_id): n.pid_on_file() for n in nodes}  # the PID hit is then checked by hit()
         if nobody is not None:
             return self.skip(self.start_f, value, nobody)

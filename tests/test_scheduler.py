@@ -4,6 +4,7 @@ with `planned()` and `next(package, now_s, observer)` drives a FaultRunner the s
 
 from __future__ import annotations
 
+import random
 import time
 
 from nemesis.runner import FaultRunner
@@ -57,12 +58,33 @@ def test_a_scheduler_decides_each_next_event_and_the_runner_carries_it_out():
 
 def test_the_random_and_replay_schedulers_hand_out_their_events_per_package_in_time_order():
     planned = build_schedule(["kill", "partition"], 60, 10, seed=4)
-    random = random_schedule(["kill", "partition"], 60, 10, seed=4)
-    assert random.planned() == planned
+    drawn = random_schedule(["kill", "partition"], 60, 10, seed=4)
+    assert drawn.planned() == planned
     kills = []
-    while (event := random.next("kill", 0.0, None)) is not None:
+    while (event := drawn.next("kill", 0.0, None)) is not None:
         kills.append(event)
-    assert kills == [e for e in planned if e.package == "kill"] and random.next("partition", 0.0, None) == planned[
+    assert kills == [e for e in planned if e.package == "kill"] and drawn.next("partition", 0.0, None) == planned[
         [e.package for e in planned].index("partition")]
     replay = replay_schedule(list(reversed(planned)))
     assert replay.planned() == planned and replay.name == "replay"
+
+
+def test_a_start_is_planned_apart_from_acting_and_a_replay_applies_the_recorded_plan():
+    """kill's plan decides its target from one look and touches nothing; apply acts. A replay's
+    recorded plan is applied as it is, on another cluster whose roles differ."""
+    from nemesis.process import KillNemesis
+    from tests.test_nemesis_flap import Cluster
+
+    events, cluster = Events(), Cluster()
+    kill = KillNemesis(("leader",)).setup(cluster, events, "queue")  # type: ignore[arg-type]
+    plan = kill.plan({}, random.Random(2))
+    assert plan["target"] == "leader" and plan["targets"] == [cluster.leaders[int(plan["partition"].rsplit("-", 1)[1])]]
+    assert cluster.hits == [] and events.seen == []  # deciding did nothing
+    value = kill.apply(plan)
+    assert cluster.hits == [("kill", plan["targets"][0])] and [f for f, _ in events.seen] == ["kill"]
+    assert value["targets"] == plan["targets"] and f"leader:{plan['partition']}" in value["roles"][str(plan["targets"][0])]
+    other, again = Cluster(leaders={0: 3, 1: 3, 2: 3}), Events()
+    replay = KillNemesis(("leader",)).setup(other, again, "queue")  # type: ignore[arg-type]
+    replayed = replay.invoke("start", kill.replay_params(value), random.Random(99))
+    assert replayed["targets"] == value["targets"] and replayed["replay"] == "recorded targets"
+
