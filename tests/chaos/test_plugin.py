@@ -51,6 +51,20 @@ def test_choosing_from_the_matrix(suite):
     assert "txn-partition+kill-safe-3.9.2-seed2" in ids and "queue-kill-safe-4.3.1-seed1" in ids
 
 
+def test_shards_split_the_matrix_into_disjoint_shares_that_cover_it(suite):
+    shares = [collected_ids(suite.runpytest(*PLUGIN, "-m", "chaos", "--collect-only", "-q", "--chaos-shard", f"{i}/5"))
+              for i in range(1, 6)]
+    assert sorted(i for share in shares for i in share) == sorted(DEFAULT_IDS)  # each case once, in some share
+    assert [len(share) for share in shares] == [3, 3, 2, 2, 2]
+    assert shares[0][:2] == [DEFAULT_IDS[0], DEFAULT_IDS[5]]  # round-robin: a mix of the matrix in each
+
+
+@pytest.mark.parametrize("shard", ["0/4", "5/4", "two/4", "3"])
+def test_a_bad_shard_is_a_usage_error(suite, shard):
+    result = suite.runpytest(*PLUGIN, "-m", "chaos", "--collect-only", "--chaos-shard", shard)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "--chaos-shard" in result.stderr.str()
+
+
 def test_k_selects_one_case(suite):
     result = suite.runpytest(*PLUGIN, "-m", "chaos", "--collect-only", "-q", "-k", "queue-kill-safe-4.3.1-seed1")
     assert collected_ids(result) == ["queue-kill-safe-4.3.1-seed1"]
