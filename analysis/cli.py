@@ -77,6 +77,12 @@ def check(run_dir: Path, spark_master: str | None, driver_memory: str, shuffle_p
             results = check_run(run_dir, spark, prefer=prefer, output=out)
         except ResultsNotWritten as err:
             results, unwritten = err.results, err
+        except (HarnessError, OSError):  # bad input, a HistoryError among them
+            raise
+        except Exception as err:  # noqa: BLE001 - Spark's failure, in our words, with its log named
+            from analysis.spark import engine_failure
+
+            raise engine_failure(err, spark) from err
     if as_json:
         click.echo(json.dumps(results, indent=2))
     else:

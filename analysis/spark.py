@@ -91,6 +91,10 @@ SERVER_CONF = {
 }
 
 
+_JVM_LOG: Path | None = None  # where this process's embedded JVM writes (None: the terminal)
+_KEEP_LOG = False  # a check failed: the log outlives the process, for the error to point at
+
+
 def verbose() -> bool:
     """`harness -v` (logging at INFO): the JVM's own lines go to the terminal as they always did."""
     return log.isEnabledFor(logging.INFO)
@@ -119,7 +123,9 @@ def _quiet_gateway(builder: Any) -> None:
             tail = path.read_text(errors="replace").strip().splitlines()[-5:]
             raise HarnessError(f"Spark's JVM did not start: {' / '.join(tail) or err}",
                                hint=f"is Java 17 or later installed (`java -version`)? The JVM's output is in {path}") from err
-    atexit.register(lambda: path.unlink(missing_ok=True))
+    global _JVM_LOG
+    _JVM_LOG = path
+    atexit.register(lambda: path.unlink(missing_ok=True) if not _KEEP_LOG else None)
     SparkContext._gateway = gateway
     SparkContext._jvm = gateway.jvm
     log.info("Spark's JVM writes to %s", path)
@@ -178,6 +184,12 @@ def checker_session(master: str | None = None, driver_memory: str = "2g",
         return get_session(None, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
     log.info("checking on the local checker at port %s (log %s)", state["port"], state["log"])
     spark = SparkSession.builder.remote(spark_server.url(state)).getOrCreate()
+    try:  # a local server that is gone stays gone: fail in seconds, not after the 10 min of retries meant for a network
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+
+        spark.client.set_retry_policies([DefaultPolicy(max_retries=6, max_backoff=5000)])
+    except (ImportError, AttributeError, TypeError):
+        pass
     spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions or default_partitions()))
     return spark
 
@@ -185,3 +197,29 @@ def checker_session(master: str | None = None, driver_memory: str = "2g",
 def server_side(spark: Any) -> bool:
     """The session is a Spark Connect client: relative paths would resolve in the server's folder."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def engine_failure(err: BaseException, spark: Any) -> HarnessError:
+    """A failure inside Spark, in the harness's words, pointing at the JVM's log (which no longer
+    reaches the terminal); that log is kept."""
+    global _KEEP_LOG
+    text = str(err)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(err).__name__)[:300]
+    log_path: Any = _JVM_LOG
+    stopped = False
+    if server_side(spark):
+        from analysis import spark_server
+
+        state = spark_server.read_state()
+        log_path, stopped = (state["log"] if state else spark_server.home() / "server.log"), state is None
+    _KEEP_LOG = True
+    where = f"Spark's log: {log_path}" if log_path else "Spark's log is above"
+    if "OutOfMemoryError" in text or "Java heap space" in text:
+        return HarnessError(f"Spark ran out of memory during the check: {first}",
+                            hint=f"give it a larger heap with --driver-memory 4g (the local checker takes it when it "
+                                 f"starts: `harness status --stop` first); {where}")
+    if stopped:
+        return HarnessError(f"the local checker stopped during the check: {first}",
+                            hint=f"{where}; the next check starts it again, or check embedded with --spark-master 'local[*]'")
+    return HarnessError(f"the check failed in Spark: {type(err).__name__}: {first}",
+                        hint=f"{where}; `-v` shows Spark's own lines on the terminal")

@@ -87,13 +87,19 @@ def _listening(port: int) -> bool:
 
 
 def _connections(port: int) -> int:
-    """Established TCP connections to `port` (Linux /proc), or -1 when they cannot be counted."""
-    try:
-        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
-    except OSError:
-        return -1
-    local = f":{port:04X}"
-    return sum(1 for line in lines if (f := line.split()) and f[1].endswith(local) and f[3] == "01")
+    """Clients connected to the server on `port` now (Linux /proc: the server's accepted sockets,
+    whose local port is `port`), or -1 when they cannot be counted. Both tables: the JVM listens
+    on an IPv6 socket even for 127.0.0.1, so its connections are in tcp6 (IPv4-mapped); reading
+    tcp alone saw none and let the idle clock stop a server in the middle of a check."""
+    count, local, readable = 0, f":{port:04X}", False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        readable = True
+        count += sum(1 for line in lines if (f := line.split()) and f[1].endswith(local) and f[3] == "01")
+    return count if readable else -1
 
 
 def read_state(folder: Path | None = None) -> dict[str, Any] | None:
@@ -124,9 +130,8 @@ def last_used(state: dict[str, Any], folder: Path | None = None) -> float:
 
 
 def clients(state: dict[str, Any]) -> int:
-    """Connections to the server now, counted twice per client on loopback (both ends are ours)."""
-    n = _connections(int(state["port"]))
-    return n // 2 if n > 0 else n
+    """Clients connected to the server now (-1: cannot tell)."""
+    return _connections(int(state["port"]))
 
 
 def touch(folder: Path | None = None) -> None:

@@ -61,7 +61,10 @@ def check(run: Path, out: Path, env: dict[str, str], *args: str) -> tuple[float,
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=1800)
     seconds = time.perf_counter() - began
     if proc.returncode not in (0, 1, 3):
-        sys.exit(f"check failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        log = Path(env["KAFKA_CHAOS_CHECKER_DIR"]) / "server.log"
+        lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
+        first = next((i for i, line in enumerate(lines) if "Traceback" in line or "Exception" in line), len(lines))
+        sys.exit(f"check failed ({proc.returncode}):\n{proc.stderr[-3000:]}\n" + "\n".join(lines[first:first + 80]))
     noise = [line for line in proc.stderr.splitlines() if line.strip()]
     if noise:
         print(f"  stderr had {len(noise)} line(s), first: {noise[0][:120]}")

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from harness.errors import HarnessError
+
 log = logging.getLogger(__name__)
 
 
@@ -53,8 +55,15 @@ class Finisher:
         from analysis.spark import server_side
 
         spark = self.spark
-        # A Connect server reads paths from its own working folder, not ours.
-        return check_run(Path(run_dir).resolve() if server_side(spark) else run_dir, spark=spark)
+        try:
+            # A Connect server reads paths from its own working folder, not ours.
+            return check_run(Path(run_dir).resolve() if server_side(spark) else run_dir, spark=spark)
+        except (HarnessError, OSError):
+            raise
+        except Exception as err:  # Spark's failure, in our words, with its log named (it is not on the terminal)
+            from analysis.spark import engine_failure
+
+            raise engine_failure(err, spark) from err
 
     def check_and_report(self, run_dir: Path) -> Finished:
         """Write results.json and report.html; the exit code is the verdict's (0 valid, 1 invalid, 3 unknown)."""
