@@ -271,7 +271,9 @@ def _register_commands() -> None:
     from analysis.cli import main as analysis_main
     from harness.control_commands import controls, detect
     from harness.scenario_commands import scenario
+    from harness.store_commands import prune
 
+    cli.add_command(prune)
     cli.add_command(scenario)
     cli.add_command(controls)
     cli.add_command(detect)

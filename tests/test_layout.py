@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "workloads", "nemesis", "analysis")
 # The top floor of harness/: orchestration, CLI, pytest plugin, scenarios.
 TOP = ("harness.run", "harness.run_config", "harness.run_options", "harness.run_dir", "harness.run_settings", "harness.run_defaults", "harness.finish", "harness.controls", "harness.detection", "harness.regression", "harness.control_commands", "harness.checker_commands", "harness.cli",
-       "harness.pytest_chaos", "harness.chaos_matrix", "harness.scenario_commands", "harness.scenarios", "harness.__main__")
+       "harness.pytest_chaos", "harness.chaos_matrix", "harness.store_commands", "harness.scenario_commands", "harness.scenarios", "harness.__main__")
 GROUND = ("harness.history", "harness.cluster", "harness.provision", "harness.errors")
 
 

@@ -1,0 +1,75 @@
+"""`harness prune` (harness/store_commands.py) and compact_history: a checked run keeps one durable
+form of its history, old runs keep only their verdicts, and nothing still running is touched."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.history import read_history, write_json, write_parquet
+from harness.history.files import compact_history
+from harness.store_commands import KEPT, prune_store
+
+
+def make_run(store: Path, run_id: str, status: str = "completed", checked: bool = True, twin: bool = True) -> Path:
+    run = store / run_id
+    (run / "brokers" / "1").mkdir(parents=True)
+    events = [{"index": i, "time": i * 1000, "process": 0 if i % 3 else "nemesis", "type": "invoke" if i % 2 else "ok",
+               "f": "send", "value": [i, i * 10]} for i in range(50)]
+    (run / "history.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    if twin:
+        write_parquet(run / "history.jsonl", run / "history.parquet")
+    write_json(run / "config.json", {"run_id": run_id, "status": status})
+    write_json(run / "cluster.json", {"run_id": run_id})
+    if checked:
+        write_json(run / "results.json", {"verdict": "valid"})
+    (run / "report.html").write_text("<html>report</html>")
+    (run / "brokers" / "1" / "server.log").write_text("INFO started\n" * 100)
+    return run
+
+
+def test_compaction_keeps_the_parquet_twin_and_the_history_reads_the_same(tmp_path):
+    run = make_run(tmp_path, "20261125T100000-aaaaaa")
+    before = read_history(run / "history.jsonl")
+    done = compact_history(run)
+    assert done["compacted"] and done["events"] == 50 and not (run / "history.jsonl").exists()
+    assert read_history(run / "history.jsonl") == before  # read from history.parquet, as the JSON Lines held it
+
+
+def test_compaction_keeps_both_when_they_disagree_or_the_twin_is_missing(tmp_path):
+    run = make_run(tmp_path, "20261125T100000-aaaaaa")
+    with open(run / "history.jsonl", "a") as f:
+        f.write(json.dumps({"index": 50, "time": 1, "process": 0, "type": "ok", "f": "send", "value": [1, 1]}) + "\n")
+    assert compact_history(run) == {"compacted": False, "why": "history.parquet holds 50 events and history.jsonl 51: both kept"}
+    failed = make_run(tmp_path, "20261125T110000-bbbbbb", twin=False)
+    assert not compact_history(failed)["compacted"] and (failed / "history.jsonl").exists()
+
+
+def test_prune_compacts_checked_runs_prunes_old_ones_and_leaves_running_and_unchecked_alone(tmp_path):
+    new = make_run(tmp_path, "20991231T000000-newnew")  # the future: never old
+    old = make_run(tmp_path, "20200101T000000-oldold")
+    older = make_run(tmp_path, "20190101T000000-olders")
+    running = make_run(tmp_path, "20180101T000000-runrun", status="running")
+    unchecked = make_run(tmp_path, "20991230T000000-unchkd", checked=False)
+    report = prune_store(tmp_path, older_than_days=30, keep_last=2)
+    assert report["compacted"] == [new.name] and sorted(report["pruned"]) == sorted([old.name, older.name])
+    assert not (new / "history.jsonl").exists() and (new / "history.parquet").exists() and (new / "report.html").exists()
+    for run in (old, older):
+        assert sorted(p.name for p in run.iterdir()) == sorted(set(KEPT) - {"FAILED"})
+        assert json.loads((run / "results.json").read_text())["verdict"] == "valid"
+        assert "history.jsonl" in (run / "PRUNED").read_text()
+    assert (running / "history.jsonl").exists() and (running / "brokers").exists()
+    assert (unchecked / "history.jsonl").exists()  # not checked yet: its history is not compacted
+    assert report["freed_bytes"] > 0
+    assert prune_store(tmp_path, 30, 2)["freed_bytes"] == 0  # a second pass has nothing left to do
+
+
+def test_prune_dry_run_changes_nothing_and_a_missing_store_is_exit_2(tmp_path):
+    run = make_run(tmp_path, "20200101T000000-oldold")
+    report = prune_store(tmp_path, 1, 0, dry_run=True)
+    assert report["pruned"] == [run.name] and (run / "history.jsonl").exists() and not (run / "PRUNED").exists()
+    out = subprocess.run([sys.executable, "-m", "harness", "prune", str(tmp_path / "nowhere")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "not a store folder" in out.stderr
