@@ -3,8 +3,8 @@
 - the check of one history by `python -m analysis check` in a fresh process, three ways:
   embedded (a new JVM in the process, as every check was before the local checker), the local
   checker started by this check (cold), and the local checker already up (warm);
-- with --run: `python -m harness run` from command to verdict, minus its --time-limit, on a warm
-  local checker.
+- with --run: `./chaos run` from command to verdict, minus its --time-limit, on a warm local
+  checker (its phases and the check's own time beside it).
 
     python bench/bench_overhead.py --run-dir store/RUN          # a real run's history (~60k events: 30 s)
     python bench/bench_overhead.py --events 60000               # a synthetic one (bench_checker's shape)
@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+NOISE = ("Using incubator modules", "Setting default log level", "setLogLevel", "log4j", "SLF4J")
 sys.path.insert(0, str(ROOT))
 
 
@@ -74,18 +75,26 @@ def check(run: Path, out: Path, env: dict[str, str], *args: str) -> tuple[float,
 def comparable(results: dict) -> str:
     r = json.loads(json.dumps(results))
     r.pop("checked_at", None)
+    r.pop("timings", None)
     r.get("history", {}).pop("path", None)
     return json.dumps(r, sort_keys=True)
 
 
-def chaos_run(seconds: int, store: Path, env: dict[str, str]) -> float:
+def chaos_run(seconds: int, store: Path, env: dict[str, str]) -> tuple[float, str]:
+    """`./chaos run` (its default: a mixed safe fault schedule, healed) from command to verdict;
+    the wall time and where it went (the run's phases, the check's own time)."""
     began = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "harness", "run", "--time-limit", str(seconds), "--store", str(store)],
+    proc = subprocess.run([str(ROOT / "chaos"), "run", "--time-limit", str(seconds), "--store", str(store)],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=1800)
     wall = time.perf_counter() - began
     if proc.returncode not in (0, 1, 3):
-        sys.exit(f"harness run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return wall
+        sys.exit(f"./chaos run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    run = Path(proc.stdout.strip().splitlines()[-1])
+    phases = json.loads((run / "config.json").read_text()).get("seconds", {})
+    check_s = json.loads((run / "results.json").read_text()).get("timings", {}).get("total_s")
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in phases.items())
+    noise = [line for line in proc.stderr.splitlines() if any(n in line for n in NOISE)]
+    return wall, f"{parts}, check (its own) {check_s} s; {len(noise)} line(s) of Spark/JVM/log4j on the terminal"
 
 
 def main() -> None:
@@ -95,7 +104,7 @@ def main() -> None:
     source.add_argument("--events", type=int, default=60_000, help="Synthetic history of about N events (default 60000).")
     parser.add_argument("--repeat", type=int, default=3, help="Warm checks (and embedded ones) to take the median of.")
     parser.add_argument("--run", type=int, default=0, metavar="SECONDS",
-                        help="Also time `harness run --time-limit SECONDS` on the warm checker (needs Docker).")
+                        help="Also time `./chaos run --time-limit SECONDS` on the warm checker (needs Docker).")
     args = parser.parse_args()
 
     folder = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
@@ -105,37 +114,44 @@ def main() -> None:
     try:
         run = copy_run(args.run_dir, folder) if args.run_dir else synthetic(folder, args.events)
         print(f"before: {load()}")
-        rows: list[tuple[str, float, str]] = []
-        reference = None
-        results: dict = {}
-        # Interleaved, so that a burst of load from the machine's other tenants hits both sides.
-        cold, _ = None, None
-        emb, warm = [], []
+        from analysis import spark_server
+
+        reference, results, differ = None, {}, []
+        rows: dict[str, list[tuple[float, float]]] = {"embedded": [], "cold": [], "warm": []}
+        servers = set()
+        # Interleaved, so that a burst of load from the machine's other tenants hits every kind.
         for i in range(args.repeat):
-            s, results = check(run, folder / f"emb{i}", embedded)
-            emb.append(s)
+            wall, results = check(run, folder / f"emb{i}", embedded)
+            rows["embedded"].append((wall, results["timings"]["total_s"]))
             reference = reference or comparable(results)
-            if cold is None:
-                cold, r = check(run, folder / "cold", env)
-                rows.append(("local checker, cold (starts the server)", cold, "same" if comparable(r) == reference else "DIFFERENT"))
-            s, r = check(run, folder / f"warm{i}", env)
-            warm.append(s)
-            if comparable(r) != reference:
-                rows.append((f"local checker, warm #{i + 1}", s, "DIFFERENT"))
-        same = all(row[2] == "same" for row in rows)
+            for kind in (["cold"] if i == 0 else []) + ["warm"]:
+                wall, r = check(run, folder / f"{kind}{i}", env)
+                state = spark_server.read_state(folder / "checker") or {}
+                fresh = (state.get("pid"), state.get("started")) not in servers
+                servers.add((state.get("pid"), state.get("started")))
+                # A warm check that found a new server (analysis/*.py changed under it) was cold.
+                rows["cold" if kind == "cold" or fresh else "warm"].append((wall, r["timings"]["total_s"]))
+                if comparable(r) != reference:
+                    differ.append(f"{kind} #{i + 1}")
         events = results.get("history", {}).get("events")
         print(f"history: {events} events; verdict {results.get('verdict')}")
-        print(f"{'check (fresh `python -m analysis check` process)':<52} {'seconds':>8}")
-        print(f"{'embedded Spark (a new JVM), median of ' + str(len(emb)):<52} {statistics.median(emb):>8.1f}   {emb}")
-        print(f"{'local checker, cold (starts the server)':<52} {cold:>8.1f}")
-        print(f"{'local checker, warm, median of ' + str(len(warm)):<52} {statistics.median(warm):>8.1f}   "
-              f"{[round(s, 1) for s in warm]}")
-        print(f"warm/embedded: {statistics.median(warm) / statistics.median(emb):.2f}; results.json "
-              f"{'the same' if same else 'DIFFERENT'} as embedded (bar checked_at, history path)")
+        print(f"{'one check, a fresh `python -m analysis check`':<46} {'wall s':>8} {'own s':>8}   samples (wall/own)")
+        names = {"embedded": "embedded Spark (a new JVM)", "cold": "local checker, cold (starts it)",
+                 "warm": "local checker, warm"}
+        for kind, samples in rows.items():
+            if samples:
+                walls, owns = [w for w, _ in samples], [o for _, o in samples]
+                print(f"{names[kind] + f', median of {len(samples)}':<46} {statistics.median(walls):>8.1f} "
+                      f"{statistics.median(owns):>8.1f}   {', '.join(f'{w:.1f}/{o:.1f}' for w, o in samples)}")
+        if rows["warm"]:
+            med = {k: (statistics.median([w for w, _ in v]), statistics.median([o for _, o in v])) for k, v in rows.items() if v}
+            print(f"warm/embedded: wall {med['warm'][0] / med['embedded'][0]:.2f}, own {med['warm'][1] / med['embedded'][1]:.2f}")
+        print(f"results.json: {'the same' if not differ else 'DIFFERENT in ' + ', '.join(differ)} as embedded "
+              "(bar checked_at, timings, history path)")
         if args.run:
-            wall = chaos_run(args.run, folder / "store", env)
-            print(f"`harness run --time-limit {args.run}` on the warm checker: {wall:.1f} s from command to verdict, "
-                  f"overhead {wall - args.run:.1f} s")
+            wall, where = chaos_run(args.run, folder / "store", env)
+            print(f"`./chaos run --time-limit {args.run}` on the warm checker: {wall:.1f} s from command to verdict, "
+                  f"overhead {wall - args.run:.1f} s ({where})")
         print(f"after: {load()}")
     finally:
         from analysis.spark_server import stop
