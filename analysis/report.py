@@ -54,40 +54,18 @@ def load_results(run_dir: Path) -> dict[str, Any] | None:
     return results
 
 
-def _reproduce(config: dict[str, Any]) -> str:
-    """The command line that repeats this run: `harness scenario run` for a scenario, else
-    `harness run` with its schedule (seed, sizes, version) and faults."""
+def _reproduce(config: dict[str, Any], run_dir: Path) -> str:
+    """The command line that repeats this run: `harness scenario run` for a scenario, else `harness
+    run --replay` of its config.json, which repeats every setting (each fault package's too) and
+    the executed fault schedule. It used to spell the flags out, and named only the partition and
+    kill/pause targets: a disk or power run's repeat lost its own settings."""
     workload = str(config.get("workload", "queue"))
     if workload.startswith("scenario:"):
         args = ["python", "-m", "harness", "scenario", "run", workload.split(":", 1)[1]]
         if config.get("kafka_version"):
             args += ["--kafka-version", str(config["kafka_version"])]
         return shlex.join(args)
-    prof = config.get("profile")
-    args = ["python", "-m", "harness", "run", "--workload", str(config.get("workload", "queue"))]
-    if isinstance(prof, dict) and prof.get("name"):
-        args += ["--profile", str(prof["name"])]
-    for flag, key in (("--brokers", "brokers"), ("--time-limit", "time_limit_s"), ("--rate", "rate"),
-                      ("--seed", "seed"), ("--partitions", "partitions"), ("--producers", "producers"),
-                      ("--consumers", "consumers"), ("--drain-timeout", "drain_timeout_s"),
-                      ("--kafka-version", "kafka_version")):
-        if config.get(key) is not None:
-            args += [flag, str(config[key])]
-    faults = config.get("nemesis_config") or {}
-    if faults.get("packages"):
-        args += ["--nemesis", ",".join(faults["packages"]), "--nemesis-interval", str(faults.get("interval_s", 10))]
-        options = faults.get("options") or {}
-        if (options.get("partition") or {}).get("shapes"):
-            args += ["--partition-targets", ",".join(options["partition"]["shapes"])]
-        for package in ("kill", "pause"):
-            if (options.get(package) or {}).get("targets"):
-                args += ["--db-targets", ",".join(options[package]["targets"])]
-                break
-    if config.get("subscribe"):
-        args.append("--subscribe")
-    if config.get("workload") in ("txn", "eos") and config.get("abort_probability") is not None:
-        args += ["--abort-probability", str(config["abort_probability"])]
-    return shlex.join(args)
+    return shlex.join(["python", "-m", "harness", "run", "--replay", str((run_dir / "config.json").resolve())])
 
 
 def _facts(run_dir: Path, config: dict[str, Any] | None, cluster: dict[str, Any] | None,
@@ -258,7 +236,7 @@ def render_report(run_dir: Path | str, output: Path | str | None = None, inline:
         reasons=(results or {}).get("reasons") or [], forbidden=(results or {}).get("forbidden") or [],
         counts=[{"name": n, "count": counts.get(n), "allowed": n in allow, "definition": meaning(n)} for n in ANOMALIES],
         allowed=allow, rules=rules, facts=_facts(run_dir, config, cluster, results),
-        command=(config or {}).get("command_line"), reproduce=_reproduce(config) if config else None,
+        command=(config or {}).get("command_line"), reproduce=_reproduce(config, run_dir) if config else None,
         tl=tl, timeline=timeline_html, kinds=kinds, files=[{**f, "size": _size(f["size"]), "href": _href(f["href"], run_dir, out)}
                                                            for f in _files(run_dir)],
         problems=problems, generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
