@@ -50,14 +50,13 @@ class ClockNemesis(Nemesis):
         self._strobe_stop = threading.Event()
         self._strobe: threading.Thread | None = None
 
-    def apply(self, node_id: int, ms: int) -> None:
+    def shift(self, node_id: int, ms: int) -> None:
         assert self.cluster is not None
         self.cluster.node(node_id).set_clock_offset(offset_spec(ms))
         self.offsets[node_id] = ms
 
-    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-        if action != "start":
-            return self.teardown()
+    def plan(self, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+        """The mode, the brokers and each one's offset: the recorded ones on replay, else drawn."""
         assert self.cluster is not None
         mode = params.get("mode") or rng.choice(self.modes)
         self.look()
@@ -65,14 +64,21 @@ class ClockNemesis(Nemesis):
         recorded = params.get("offsets_ms") or {}
         if nodes is None:
             nodes = choose_nodes(self.cluster, rng.choice(("one", "minority", "all")), rng, self.topic)
-        planned = {n.node_id: int(recorded.get(str(n.node_id)) or params.get("ms") or random_offset_ms(rng)) for n in nodes}
+        offsets = {str(n.node_id): int(recorded.get(str(n.node_id)) or params.get("ms") or random_offset_ms(rng)) for n in nodes}
+        return {"mode": mode, "targets": [n.node_id for n in nodes], "offsets_ms": offsets,
+                **({"replay": note} if note is not None else {})}
+
+    def apply(self, plan: dict[str, Any]) -> dict[str, Any]:
+        assert self.cluster is not None
+        mode, nodes = plan["mode"], [self.cluster.node(i) for i in plan["targets"]]
+        planned = {int(k): int(v) for k, v in plan["offsets_ms"].items()}
         for node_id, ms in planned.items():
-            self.apply(node_id, ms)
+            self.shift(node_id, ms)
         if mode == "strobe":
             self._start_strobe(planned)
         value = {"mode": mode, "targets": sorted(planned), "roles": self.roles(nodes), "offsets_ms": {str(k): v for k, v in planned.items()}}
-        if note is not None:
-            value["replay"] = note
+        if plan.get("replay") is not None:
+            value["replay"] = plan["replay"]
         if mode == "strobe":
             value.update(period_s=self.strobe_period_s, duration_s=self.strobe_duration_s)
         self.record((CLOCK_STROBE if mode == "strobe" else CLOCK_BUMP).start, value)
@@ -88,7 +94,7 @@ class ClockNemesis(Nemesis):
                 if self._strobe_stop.wait(self.strobe_period_s):
                     return
                 for node_id, ms in planned.items():
-                    self.apply(node_id, 0 if i % 2 == 0 else ms)
+                    self.shift(node_id, 0 if i % 2 == 0 else ms)
 
         self._strobe = threading.Thread(target=flip, name="clock-strobe", daemon=True)
         self._strobe.start()

@@ -117,11 +117,12 @@ class PartitionNemesis(Nemesis):
             return bridge(ids), brokers
         raise HarnessError(f"shape {shape!r} has no grudge")
 
-    def start(self, shape: str, rng: random.Random, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Start a partition of `shape`: the recorded one when `params` replays an earlier run
-        (targets and grudge), else its targets drawn from `rng` and the cluster's roles now."""
+    def plan(self, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+        """A partition's shape, targets and grudge, decided before any rule is added: the recorded
+        ones when `params` replays an earlier run (targets and grudge), else drawn from `rng` and
+        the roles of one look. `nobody` says why a start would cut nobody off."""
         assert self.cluster is not None
-        params = params or {}
+        shape = params.get("shape") or rng.choice(self.shapes)
         look = self.look()
         victims, note = self.replay_nodes(params)
         grudge = params.get("grudge")
@@ -129,22 +130,35 @@ class PartitionNemesis(Nemesis):
         if victims is not None and grudge is not None and not {int(k) for k in grudge} | {p for v in grudge.values() for p in v} <= known:
             victims, note = None, "the recorded grudge names nodes this cluster lacks; chose afresh"
         aimed = {k: params[k] for k in ("partition",) if k in params} if victims is not None else {}
+        plan: dict[str, Any] = {"shape": shape, **({"replay": note} if note is not None else {})}
         if shape == "client":
-            value = self.cut_clients(victims if victims is not None else choose_nodes(self.cluster, "one", rng), note)
-        elif victims is not None and grudge is not None:
-            value = self.apply(shape, {int(k): set(v) for k, v in grudge.items()}, victims, aimed, note, recorded=True)
-        elif victims is not None and shape in ("one", "leader", "controller"):  # targets named, no grudge: isolate them
+            chosen = victims if victims is not None else choose_nodes(self.cluster, "one", rng)
+            return {**plan, "targets": [n.node_id for n in chosen]}
+        if victims is not None and grudge is not None:  # recorded: already one-way if it was
+            return {**plan, **aimed, "targets": [n.node_id for n in victims], "grudge": grudge}
+        if victims is not None and shape in ("one", "leader", "controller"):  # targets named, no grudge: isolate them
             if not victims:
-                return self.skip(PARTITION.start, {"shape": shape, "targets": [], "roles": self.roles([]), **aimed},
-                                 "the replayed event names no broker")
-            value = self.apply(shape, isolate(victims, self.brokers), victims, aimed, note)
+                return {**plan, **aimed, "targets": [], "nobody": "the replayed event names no broker"}
+            found, chosen = isolate(victims, self.brokers), victims
         else:
             found, chosen = self.grudge_for(shape, rng, aimed, look)
             if not chosen:  # a role with no holder right now: cutting nobody off is no fault
-                return self.skip(PARTITION.start, {"shape": shape, "targets": [], "roles": self.roles([]), **aimed},
-                                 no_target_reason(shape, look, aimed))
-            value = self.apply(shape, found, chosen, aimed, note)
-        return value
+                return {**plan, **aimed, "targets": [], "nobody": no_target_reason(shape, look, aimed)}
+        if self.one_way_cuts:
+            found = one_way(found)
+        return {**plan, **aimed, "targets": [n.node_id for n in chosen],
+                "grudge": {str(k): sorted(v) for k, v in sorted(found.items())}}
+
+    def apply(self, plan: dict[str, Any]) -> dict[str, Any]:
+        assert self.cluster is not None
+        shape, note = plan["shape"], plan.get("replay")
+        aimed = {k: v for k, v in plan.items() if k not in ("shape", "targets", "grudge", "replay", "nobody")}
+        victims = [self.cluster.node(i) for i in plan["targets"]]
+        if "nobody" in plan:
+            return self.skip(PARTITION.start, {"shape": shape, "targets": [], "roles": self.roles([]), **aimed}, plan["nobody"])
+        if shape == "client":
+            return self.cut_clients(victims, note)
+        return self.cut(shape, {int(k): set(v) for k, v in plan["grudge"].items()}, victims, aimed, note)
 
     def cut_clients(self, victims: list["Node"], note: str | None = None) -> dict[str, Any]:
         """Cut the host's clients from these brokers; the brokers still talk to each other."""
@@ -156,11 +170,10 @@ class PartitionNemesis(Nemesis):
         _each(victims, lambda node: net.drop_host_clients(node, "PART"))
         return value
 
-    def apply(self, shape: str, grudge: Grudge, victims: list["Node"], aimed: dict[str, Any] | None = None,
-              note: str | None = None, recorded: bool = False) -> dict[str, Any]:
+    def cut(self, shape: str, grudge: Grudge, victims: list["Node"], aimed: dict[str, Any] | None = None,
+            note: str | None = None) -> dict[str, Any]:
+        """Add the planned grudge's rules (one-way already, when the plan made it so)."""
         assert self.cluster is not None
-        if self.one_way_cuts and not recorded:  # a recorded grudge is already one-way
-            grudge = one_way(grudge)
         value = {
             "shape": shape,
             "one_way": self.one_way_cuts,
@@ -179,11 +192,6 @@ class PartitionNemesis(Nemesis):
         _each([(node_id, peers) for node_id, peers in grudge.items() if peers], lambda item: net.drop_from(
             cluster.node(item[0]), [cluster.node(p) for p in sorted(item[1])], "PART"))
         return value
-
-    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-        if action == "start":
-            return self.start(params.get("shape") or rng.choice(self.shapes), rng, params)
-        return self.teardown()
 
     def teardown(self) -> dict[str, Any]:
         # Every node at once: one after another, three heals took up to 1.5 s under load and made
@@ -210,24 +218,30 @@ class PacketLossNemesis(Nemesis):
         self.probability, self.target = probability, target
         self.active = False
 
-    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-        if action != "start":
-            return self.teardown()
+    def plan(self, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+        """The brokers whose links lose packets: the recorded ones on replay, else by target from one look."""
         assert self.cluster is not None
         look = self.look()
         victims, note = self.replay_nodes(params)
         target = params.get("target", self.target)
         if victims is None:
             victims = choose_nodes(self.cluster, target, rng, self.topic, roles=look)
+        plan: dict[str, Any] = {"targets": [v.node_id for v in victims], **({"replay": note} if note is not None else {})}
         if not victims:
-            return self.skip(LOSS.start, {"targets": [], "roles": self.roles([]), "probability": self.probability},
-                             "the replayed event names no broker" if note == "recorded targets" else no_target_reason(target, look))
+            plan["nobody"] = "the replayed event names no broker" if note == "recorded targets" else no_target_reason(target, look)
+        return plan
+
+    def apply(self, plan: dict[str, Any]) -> dict[str, Any]:
+        assert self.cluster is not None
+        if "nobody" in plan:
+            return self.skip(LOSS.start, {"targets": [], "roles": self.roles([]), "probability": self.probability}, plan["nobody"])
+        victims = [self.cluster.node(i) for i in plan["targets"]]
         others = [b for b in self.brokers if b not in victims]
         self.active = True
         value = {"targets": [v.node_id for v in victims], "roles": self.roles(victims), "probability": self.probability}
-        if note is not None:
-            value["replay"] = note
-        self.record(LOSS.start, value)  # as it strikes (see PartitionNemesis.apply)
+        if plan.get("replay") is not None:
+            value["replay"] = plan["replay"]
+        self.record(LOSS.start, value)  # as it strikes (see PartitionNemesis.cut)
         # Both directions between victims and the rest, every node at once.
         _each([(v, others) for v in victims] + [(o, victims) for o in others],
               lambda item: net.drop_from(item[0], item[1], "LOSS", self.probability))

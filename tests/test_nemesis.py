@@ -153,7 +153,7 @@ def test_clock_bump_shifts_only_the_target_brokers_own_timestamps(cluster):
     leaders = {p: s["leader"] for p, s in cluster.partition_state(topic).items()}
     skewed = leaders[0]
     nemesis = ClockNemesis().setup(cluster, ListRecorder(), topic)
-    nemesis.apply(skewed, 3_600_000)
+    nemesis.shift(skewed, 3_600_000)
     time.sleep(2.5)  # libfaketime re-reads the offset file at most once a second
     now = time.time()
     stamps = append_times_by_partition(cluster, topic, 3)
