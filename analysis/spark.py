@@ -174,7 +174,11 @@ def checker_session(master: str | None = None, driver_memory: str = "2g",
 
     Why a server: a check of a 60k-event history cost 20.9 s in a fresh JVM, most of it start-up,
     class loading and cold JIT (issue 34); bench/bench_overhead.py measures cold against warm."""
-    if master is not None or os.environ.get("SPARK_REMOTE") or os.environ.get("KAFKA_CHAOS_CHECKER") == "embedded":
+    from pyspark.core.context import SparkContext
+
+    # A Spark already running in this process (the test suite's, a caller's) is warm too: keep it.
+    if (master is not None or os.environ.get("SPARK_REMOTE") or os.environ.get("KAFKA_CHAOS_CHECKER") == "embedded"
+            or SparkContext._active_spark_context is not None):
         return get_session(master, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
     from analysis import spark_server
 
@@ -183,6 +187,9 @@ def checker_session(master: str | None = None, driver_memory: str = "2g",
         log.info("the local checker runs older code and is busy: checking on an embedded Spark")
         return get_session(None, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
     log.info("checking on the local checker at port %s (log %s)", state["port"], state["log"])
+    # Release this client's server-side session (its cached tables) when the process exits, not
+    # after Spark's 60 min session timeout: the server outlives many checks.
+    os.environ.setdefault("SPARK_CONNECT_RELEASE_SESSION_ON_EXIT", "true")
     spark = SparkSession.builder.remote(spark_server.url(state)).getOrCreate()
     try:  # a local server that is gone stays gone: fail in seconds, not after the 10 min of retries meant for a network
         from pyspark.sql.connect.client.retries import DefaultPolicy
