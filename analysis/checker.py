@@ -192,6 +192,7 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         d = A.derive(history.events, history.op_stats,
                      read_committed=effective_profile(config)["isolation.level"] != "read_uncommitted")
         d.op_stats = history.op_stats
+        timings["derive_s"] = round(time.perf_counter() - t0 - timings["load_s"], 3)  # the persisted offsets
         # Only reads that are not one after the other: small, and used by two anomalies and
         # their examples, so it is computed once.
         pairs = A.read_pairs(d).persist(A.DERIVED_STORAGE)
@@ -203,9 +204,9 @@ def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | N
         # of shuffling and sorting every offset.
         t = time.perf_counter()
         union = A.value_findings(d)
-        for name in ANOMALIES:
-            if name not in A.VALUE_LEVEL and name != "poll-skip":
-                union = union.unionAll(findings[name].select(F.lit(name).alias("anomaly")))
+        for a in REGISTRY:
+            if a.name not in A.VALUE_LEVEL and a.name != "poll-skip" and (a.module in A.PLAIN_MODULES or d.has_txns()):
+                union = union.unionAll(findings[a.name].select(F.lit(a.name).alias("anomaly")))
         found = {r["anomaly"]: r["count"] for r in union.groupBy("anomaly").count().collect()}
         found["poll-skip"] = findings["poll-skip"].count()
         # A G1c that only a ww edge closes is permitted (analysis/permissions.py): count the rest.
