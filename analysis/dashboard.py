@@ -22,7 +22,7 @@ from analysis import html
 from analysis.registry import ANOMALIES
 from analysis.report_svg import Panel, chart
 from analysis.report_templates import DASHBOARD
-from analysis.results_file import RUN_FILES, stale_reason
+from analysis.results_file import run_dirs, stale_reason
 from analysis.verdict import HEADLINE
 from harness.errors import HarnessError
 
@@ -54,11 +54,10 @@ def _run_date(run_dir: Path, results: dict[str, Any] | None) -> dt.datetime:
 
 
 def collect_runs(store: Path) -> list[dict[str, Any]]:
-    """One row per run directory (a folder with config.json, results.json or a history)."""
+    """One row per run directory (a folder with config.json, results.json or a history), in the
+    store or in a shard's store inside it; `run_id` is its path relative to the store."""
     rows = []
-    for d in sorted(p for p in store.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
-        if not any((d / n).exists() for n in RUN_FILES):
-            continue
+    for d in run_dirs(store):
         config, results = _load(d / "config.json") or {}, _load(d / "results.json")
         # A results.json that no longer describes the history is not a verdict (results_file.py).
         stale = stale_reason(d, results) if results is not None else None
@@ -68,8 +67,8 @@ def collect_runs(store: Path) -> list[dict[str, Any]]:
         when = _run_date(d, results)
         seconds = config.get("seconds") or {}
         rows.append({
-            "run_id": d.name, "date": when.strftime("%Y-%m-%d %H:%M"), "date_sort": when.isoformat(),
-            "report": f"{d.name}/report.html" if (d / "report.html").exists() else None,
+            "run_id": d.relative_to(store).as_posix(), "date": when.strftime("%Y-%m-%d %H:%M"), "date_sort": when.isoformat(),
+            "report": f"{d.relative_to(store).as_posix()}/report.html" if (d / "report.html").exists() else None,
             "version": config.get("kafka_version") or run.get("kafka_version") or "?",
             "nemesis": "+".join(sorted(config.get("nemesis") or run.get("nemesis") or [])) or "none",
             "workload": config.get("workload") or run.get("workload") or "?",
@@ -102,7 +101,7 @@ def _daily_from_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 def _trend_source(store: Path, rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, str]:
     summary = store / "_trends" / "summary.json"
-    newest = max([(store / r["run_id"] / "results.json").stat().st_mtime for r in rows if r["checked"]] or [0])
+    newest = max([(store / r["run_id"] / "results.json").stat().st_mtime for r in rows if r["checked"]] or [0])  # run_id: relative path
     if summary.exists() and summary.stat().st_mtime >= newest:
         data = _load(summary)
         daily = pd.DataFrame((data or {}).get("daily") or [])

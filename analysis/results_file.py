@@ -88,7 +88,13 @@ def stale_reason(run_dir: Path, results: dict[str, Any], results_path: Path | No
     now = history_fingerprint(run_dir)
     then = (results.get("history") or {}).get("fingerprint")
     if isinstance(then, dict):
-        changed = sorted(set(now) ^ set(then) | {n for n in set(now) & set(then) if now[n] != then[n]})
+        changed = sorted((set(now) - set(then)) | {n for n in set(now) & set(then) if now[n] != then[n]})
+        # A history file gone since the check is no change when its twin is still the one checked
+        # (harness/history/files.py compact_history keeps history.parquet alone), or when the run
+        # was pruned on purpose (harness/store_commands.py writes PRUNED); otherwise it is.
+        gone = sorted(set(then) - set(now))
+        if gone and not changed and not set(now) & set(then) and not (Path(run_dir) / "PRUNED").exists():
+            changed = gone
         if changed:
             return (f"the history changed after it was checked ({', '.join(changed)}); "
                     f"re-run the check: python -m analysis check {run_dir}")
@@ -97,3 +103,20 @@ def stale_reason(run_dir: Path, results: dict[str, Any], results_path: Path | No
     if path.is_file() and now and max(f["mtime_ns"] for f in now.values()) > path.stat().st_mtime_ns:
         return f"results.json is older than the history; re-run the check: python -m analysis check {run_dir}"
     return None
+
+
+def _is_run(d: Path) -> bool:
+    return d.is_dir() and not d.name.startswith(("_", ".")) and any((d / n).exists() for n in RUN_FILES)
+
+
+def run_dirs(store: Path) -> list[Path]:
+    """The store's run directories, and those of the stores inside it: a nightly split into shards
+    (`pytest -m chaos --chaos-shard I/N`) keeps one store per shard, and a folder holding them all
+    (store/nightly/shard-1, shard-2, ...) is one dashboard with one set of trends."""
+    found = []
+    for d in sorted(p for p in store.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
+        if _is_run(d):
+            found.append(d)
+        else:
+            found += [r for r in sorted(d.iterdir()) if _is_run(r)]
+    return found

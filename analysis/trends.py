@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from analysis.registry import ANOMALIES
+from analysis.results_file import run_dirs
 from harness.errors import HarnessError
 
 GROUP = ["kafka_version", "nemesis", "workload", "profile"]
@@ -44,9 +45,10 @@ def _col(a: str) -> str:
 
 def load_runs(spark: SparkSession, store: str) -> DataFrame:
     """One row per checked run: its group, verdict, counts and event count."""
-    pattern = store.rstrip("/") + "/*/results.json"
+    # Every checked run of the store and of the shard stores inside it (analysis/results_file.py run_dirs).
+    paths = [str(d / "results.json") for d in run_dirs(Path(store)) if (d / "results.json").exists()] if Path(store).is_dir() else []
     try:
-        raw = spark.read.schema(RESULTS_SCHEMA).option("multiLine", "true").json(pattern)
+        raw = spark.read.schema(RESULTS_SCHEMA).option("multiLine", "true").json(paths or store.rstrip("/") + "/*/results.json")
     except Exception as err:  # noqa: BLE001 - e.g. "Path does not exist"
         raise TrendsError(f"{store}: no checked runs found ({str(err).splitlines()[0]}); run "
                           "`python -m analysis check RUN_DIR` on the runs first") from err

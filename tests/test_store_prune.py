@@ -73,3 +73,37 @@ def test_prune_dry_run_changes_nothing_and_a_missing_store_is_exit_2(tmp_path):
     out = subprocess.run([sys.executable, "-m", "harness", "prune", str(tmp_path / "nowhere")],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "not a store folder" in out.stderr
+
+
+def test_a_compacted_or_pruned_run_keeps_its_verdict_and_a_changed_twin_does_not(tmp_path):
+    from analysis.results_file import history_fingerprint, stale_reason
+
+    run = make_run(tmp_path, "20200101T000000-oldold")
+    results = {"verdict": "valid", "history": {"fingerprint": history_fingerprint(run)}}
+    compact_history(run)
+    assert stale_reason(run, results) is None  # history.jsonl went; the Parquet twin it was checked with is unchanged
+    write_parquet_again = (run / "history.parquet").read_bytes()
+    (run / "history.parquet").write_bytes(write_parquet_again + b"\0")
+    assert "history changed after it was checked (history.parquet)" in stale_reason(run, results)
+    pruned = make_run(tmp_path, "20190101T000000-olders")
+    results = {"verdict": "valid", "history": {"fingerprint": history_fingerprint(pruned)}}
+    prune_store(tmp_path, 1, 0)
+    assert not (pruned / "history.parquet").exists() and stale_reason(pruned, results) is None
+    gone = make_run(tmp_path, "20180101T000000-vanish")
+    results = {"verdict": "valid", "history": {"fingerprint": history_fingerprint(gone)}}
+    (gone / "history.jsonl").unlink()
+    (gone / "history.parquet").unlink()
+    assert "history changed after it was checked" in stale_reason(gone, results)  # gone with no note why
+
+
+def test_the_dashboard_and_trends_read_the_runs_of_shard_stores_inside_a_store(tmp_path):
+    from analysis.dashboard import collect_runs
+    from analysis.results_file import run_dirs
+
+    a = make_run(tmp_path / "shard-1", "20991231T000000-aaaaaa")
+    b = make_run(tmp_path / "shard-2", "20991231T000001-bbbbbb")
+    c = make_run(tmp_path, "20991231T000002-cccccc")
+    assert run_dirs(tmp_path) == [c, a, b]
+    rows = {r["run_id"]: r for r in collect_runs(tmp_path)}
+    assert set(rows) == {"shard-1/" + a.name, "shard-2/" + b.name, c.name}
+    assert rows["shard-1/" + a.name]["report"] == f"shard-1/{a.name}/report.html"
