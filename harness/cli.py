@@ -151,11 +151,14 @@ def run_command(ctx: click.Context, config_file: Path | None, replay: Path | Non
     The last line printed is the run directory. Exit 0 valid, 1 invalid, 3 unknown
     (with --no-check: 0 once the run completed), 2 bad input or infrastructure failure."""
     from harness.run import run
-    from harness.run_settings import make_faults, run_config
+    from harness.run_defaults import apply_run_defaults, fault_lines, faults_of
+    from harness.run_settings import run_config
 
+    flags, defaults = apply_run_defaults(ctx, flags, config_file, replay)
     values = resolve_run_settings(ctx, flags, config_file, replay)
-    config = run_config(values)
-    faults = make_faults(config)  # bad packages or targets: exit 2 before anything starts
+    # The recorded command line names what the environment chose, so that it alone reproduces the run.
+    config = run_config(values, command_line=["python", "-m", "harness", *sys.argv[1:], *defaults])
+    faults = faults_of(config, defaults)  # bad packages or targets: exit 2 before anything starts
     check, spark_master = values["check"], values["spark_master"]
     if config.schedule:
         console.print(f"replaying the fault schedule of {replay}: {len(config.schedule)} events at their recorded "
@@ -169,6 +172,8 @@ def run_command(ctx: click.Context, config_file: Path | None, replay: Path | Non
         f"run {result.run_id}: {counts.get('ok', 0)} ok, {counts.get('fail', 0)} fail, {counts.get('info', 0)} info; "
         f"drain {state}"
     )
+    for line in fault_lines(result.run_dir):
+        console.print(line, highlight=False)
     exit_code = 0
     if check:
         from analysis.render import summary
@@ -267,13 +272,15 @@ class RunProgress:
 
 
 def _register_commands() -> None:
-    """scenario, and the analysis commands (check, report, dashboard, trends) as they are."""
+    """scenario, status (the local checker), and the analysis commands (check, report, dashboard, trends) as they are."""
     from analysis.cli import main as analysis_main
+    from harness.checker_commands import status
     from harness.control_commands import controls, detect
     from harness.scenario_commands import scenario
     from harness.store_commands import prune
 
     cli.add_command(prune)
+    cli.add_command(status)
     cli.add_command(scenario)
     cli.add_command(controls)
     cli.add_command(detect)

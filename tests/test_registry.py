@@ -68,7 +68,7 @@ def captured(monkeypatch):
         raise Captured(config, faults)
 
     monkeypatch.setattr(harness.run, "run", fake_run)
-    monkeypatch.delenv("KAFKA_HARNESS_DEFAULT_NEMESIS", raising=False)
+    monkeypatch.delenv("KAFKA_HARNESS_RUN_DEFAULTS", raising=False)
 
     def invoke(*args: str):
         result = CliRunner().invoke(cli, ["run", *args])
