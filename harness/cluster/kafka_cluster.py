@@ -86,10 +86,7 @@ class KafkaCluster:
             raise ClusterError(f"controllers={controllers!r}: use 0 (combined mode) or 1 to 5 separate controllers.")
         if metadata not in (None, "kraft", "zookeeper"):
             raise ClusterError(f"metadata={metadata!r}: use 'kraft' or 'zookeeper' (or leave it out to choose by version).")
-        self.metadata = metadata
-        self.broker_count = brokers
-        self.controller_count = controllers
-        self.kafka_version = kafka_version
+        self.metadata, self.broker_count, self.controller_count, self.kafka_version = metadata, brokers, controllers, kafka_version
         self.broker_config: dict[str, Any] = dict(broker_config or {})
         self.run_id = run_id or new_run_id()
         self.ready_timeout_s = ready_timeout_s
@@ -293,7 +290,9 @@ class KafkaCluster:
 
     def describe(self) -> dict[str, Any]:
         """cluster.json: brokers, ports, addresses, containers, versions, run id, timings."""
-        from confluent_kafka import libversion, version
+        from importlib.metadata import version  # confluent-kafka 2.16's own version() is '2.16.1': its [0] named the client "2"
+
+        from confluent_kafka import libversion
 
         assert self.distribution is not None, "the cluster has not been started"
         return {
@@ -307,7 +306,7 @@ class KafkaCluster:
                 for n in self.brokers
             ],
             "controllers": [n.node_id for n in self.controllers],
-            "client": {"confluent_kafka": version()[0], "librdkafka": libversion()[0]},
+            "client": {"confluent_kafka": version("confluent-kafka"), "librdkafka": libversion()[0]},
             "python": sys.version.split()[0],
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
         }
