@@ -68,11 +68,12 @@ def check(run_dir: Path, spark_master: str | None, driver_memory: str, shuffle_p
         read_config(run_dir)
         if output is not None:
             output.mkdir(parents=True, exist_ok=True)
-        from analysis.spark import checker_session, server_side
+        from analysis.spark import checker_session, fit_partitions, server_side
 
         spark = checker_session(spark_master, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
         if server_side(spark):  # a Connect server reads paths from its own working folder
             run_dir, out = run_dir.resolve(), out.resolve()
+        fit_partitions(spark, run_dir, shuffle_partitions)
         try:
             results = check_run(run_dir, spark, prefer=prefer, output=out)
         except ResultsNotWritten as err:

@@ -37,6 +37,7 @@ class Finisher:
         self.spark_master = spark_master
         self._spark = spark
         self._session = session  # e.g. the nightly plugin's shared session factory
+        self._own = spark is None and session is None  # our session: we size its partitions per history
 
     @property
     def spark(self) -> Any:
@@ -52,10 +53,12 @@ class Finisher:
     def check(self, run_dir: Path) -> dict[str, Any]:
         """results.json of `run_dir` (written there); raises what the checker raises."""
         from analysis.checker import check_run
-        from analysis.spark import server_side
+        from analysis.spark import fit_partitions, server_side
 
         spark = self.spark
         try:
+            if self._own:
+                fit_partitions(spark, Path(run_dir))
             # A Connect server reads paths from its own working folder, not ours.
             return check_run(Path(run_dir).resolve() if server_side(spark) else run_dir, spark=spark)
         except (HarnessError, OSError):
