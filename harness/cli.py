@@ -164,7 +164,7 @@ def run_command(ctx: click.Context, config_file: Path | None, replay: Path | Non
         console.print(f"replaying the fault schedule of {replay}: {len(config.schedule)} events at their recorded "
                       "times, on their recorded targets")
     with RunProgress(config.time_limit_s) as progress:
-        result = run(config, faults=faults, progress=progress.update)
+        result = run(config, faults=faults, progress=with_checker_start(progress.update, check, spark_master))
     drain = result.drain
     state = "complete" if drain["complete"] else f"[yellow]not drained: {drain.get('undrained') or drain['timed_out_partitions']}[/yellow]"
     counts = result.counts
@@ -186,8 +186,27 @@ def run_command(ctx: click.Context, config_file: Path | None, replay: Path | Non
         if finished.report is not None:
             console.print(f"report: {finished.report}")
         exit_code = finished.exit_code
+        from harness.history.files import compact_history
+
+        compact_history(result.run_dir)  # checked: one durable form of its history is kept (docs/nightly.md)
     click.echo(str(result.run_dir))  # the last line on stdout, for scripts
     sys.exit(exit_code)
+
+
+def with_checker_start(update: Any, check: bool, spark_master: str | None) -> Any:
+    """The progress callback, which also starts the local checker in the background once the
+    workload runs (harness/finish.py prepare_checker): its JVM then comes up during the workload,
+    not after it, and not during the cluster's start, which is the most sensitive to CPU on 2 cores."""
+    started = [not check]
+
+    def step(phase: str, recorder: Any) -> None:
+        update(phase, recorder)
+        if phase == "workload" and not started[0]:
+            from harness.finish import prepare_checker
+
+            started[0] = True
+            prepare_checker(spark_master)
+    return step
 
 
 def resolve_run_settings(ctx: click.Context, flags: dict[str, Any], config_file: Path | None,

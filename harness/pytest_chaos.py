@@ -258,6 +258,9 @@ def real_runner(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], An
     except Exception as exc:  # the run is kept; say why it could not be checked
         return ChaosOutcome(result.run_dir, seconds=seconds, error=f"check failed: {type(exc).__name__}: {exc}")
     seconds["check"] = round(time.monotonic() - began, 1)
+    from harness.history.files import compact_history
+
+    compact_history(result.run_dir)  # a nightly store keeps one form of a checked run's history
     return ChaosOutcome(result.run_dir, finished.results, finished.report, seconds)
 
 
