@@ -65,13 +65,13 @@ def _kill_and_restart_at_once(cluster: KafkaCluster) -> tuple[bool, float]:
     kill.record = lambda f, value: events.append((f, value))  # type: ignore[method-assign]
     victim = cluster.brokers[-1]
     victim.kill_process()
-    mark = supervisor._size(victim)
+    mark = victim.log_size()  # server.log, read through the node (harness/cluster/transport.py)
     began = time.monotonic()
     kill.undo(victim)
     started = False
     while time.monotonic() - began < 60 and not started:
         time.sleep(0.5)
-        after = supervisor._since(victim, mark)
+        after = victim.read_log(mark)[0]
         started = after.rfind(supervisor.STARTED) > after.rfind(supervisor.REFUSED)
     up_s = time.monotonic() - began
     time.sleep(8)  # past the session timeout (6 s): a refused JVM would be gone by now
