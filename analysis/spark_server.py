@@ -78,7 +78,8 @@ def _is_ours(pid: int) -> bool:
         return _alive(pid)  # no /proc: trust the pid
 
 
-def _listening(port: int) -> bool:
+def listening(port: int) -> bool:
+    """Whether something accepts connections on loopback `port` now."""
     try:
         with socket.create_connection((LOOPBACK, port), timeout=1):
             return True
@@ -280,7 +281,7 @@ def serve(folder: Path, driver_memory: str, idle_s: float) -> int:
     last_used = time.time()
     try:
         while not stopping and jvm.poll() is None:
-            if not state["ready"] and _listening(port):
+            if not state["ready"] and listening(port):
                 write(ready=True, ready_at=time.time())
                 last_used = time.time()
             if state["ready"]:

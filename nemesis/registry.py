@@ -167,6 +167,12 @@ def defaults() -> dict[str, Any]:
     return {name: s.text(s.default) if s.kind == "list" else s.default for name, s in settings().items()}
 
 
+def registered(names_: Any) -> list[str]:
+    """Those of `names_` that are registered packages (a run may hold a nemesis built by hand)."""
+    found = packages()
+    return [n for n in names_ if n in found]
+
+
 def heal_order(names_: list[str] | tuple[str, ...]) -> list[str]:
     """The given packages in the order the heal undoes them (by heal_rank, then name)."""
     return sorted(names_, key=lambda n: (package(n).heal_rank, n))

@@ -87,7 +87,7 @@ class FaultRunner:
     @property
     def requires(self) -> frozenset[str]:
         """What the packages need of the cluster (nemesis/registry.py CAPABILITIES), e.g. lossy_data."""
-        return registry.requirements([n for n in self.nemeses if n in registry.packages()])
+        return registry.requirements(registry.registered(self.nemeses))
 
     def describe(self) -> dict[str, Any]:
         """What config.json needs to reproduce and explain the faults: before the run the planned
@@ -105,7 +105,7 @@ class FaultRunner:
         self.cluster, self.recorder, self.topic = cluster, recorder, topic or self.topic
         capabilities = getattr(cluster, "capabilities", None)
         if capabilities is not None:
-            registry.refuse_unserved([n for n in self.nemeses if n in registry.packages()], capabilities, "this cluster")
+            registry.refuse_unserved(registry.registered(self.nemeses), capabilities, "this cluster")
         for nemesis in self.nemeses.values():
             nemesis.setup(cluster, recorder, self.topic)
             nemesis.observer = self.observer  # one run, one memory of its looks (nemesis/observer.py)
@@ -172,7 +172,7 @@ class FaultRunner:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         # Order matters: resume and restart before healing the network, reset clocks last (each
         # package's heal_rank); every package the run holds is torn down, registered or not.
-        ranked = registry.heal_order([n for n in self.nemeses if n in registry.packages()])
+        ranked = registry.heal_order(registry.registered(self.nemeses))
         for name in ranked + [n for n in self.nemeses if n not in ranked]:
             try:
                 self.nemeses[name].teardown()

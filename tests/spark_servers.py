@@ -6,23 +6,14 @@ and stopped (then killed) when its context ends."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-import pyspark
-
-SPARK_HOME = Path(pyspark.__file__).parent
-LOOPBACK = "127.0.0.1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
+from analysis.spark import SPARK_HOME, free_port
+from analysis.spark_server import LOOPBACK, listening
 
 
 def _env(work: Path) -> dict[str, str]:
@@ -56,14 +47,6 @@ def _wait(ready, what: str, log: Path, proc: subprocess.Popen, timeout_s: float 
     raise RuntimeError(f"{what} not ready after {timeout_s:.0f} s:\n{log.read_text(errors='replace')[-3000:]}")
 
 
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection((LOOPBACK, port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 @contextmanager
 def standalone_cluster(work: Path, cores: int = 2, memory: str = "2g") -> Iterator[str]:
     """A standalone master and one worker on loopback; yields the master URL (spark://...)."""
@@ -73,7 +56,7 @@ def standalone_cluster(work: Path, cores: int = 2, memory: str = "2g") -> Iterat
     master_log, worker_log = work / "master.log", work / "worker.log"
     with _process([spark_class, "org.apache.spark.deploy.master.Master", "--host", LOOPBACK, "--port", str(port),
                    "--webui-port", str(free_port())], master_log, env) as master:
-        _wait(lambda: _listening(port), "the Spark master", master_log, master)
+        _wait(lambda: listening(port), "the Spark master", master_log, master)
         url = f"spark://{LOOPBACK}:{port}"
         with _process([spark_class, "org.apache.spark.deploy.worker.Worker", "--host", LOOPBACK, "--webui-port",
                        str(free_port()), "--cores", str(cores), "--memory", memory, url], worker_log, env) as worker:
@@ -92,5 +75,5 @@ def connect_server(work: Path) -> Iterator[str]:
             "--conf", f"spark.connect.grpc.binding.address={LOOPBACK}", "--conf", f"spark.driver.host={LOOPBACK}",
             "--conf", f"spark.driver.bindAddress={LOOPBACK}", "--conf", "spark.ui.enabled=false", "spark-internal"]
     with _process(args, log, _env(work)) as server:
-        _wait(lambda: _listening(port), "the Spark Connect server", log, server)
+        _wait(lambda: listening(port), "the Spark Connect server", log, server)
         yield f"sc://{LOOPBACK}:{port}"

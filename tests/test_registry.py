@@ -18,6 +18,7 @@ from nemesis import registry
 from nemesis.base import Nemesis
 from nemesis.registry import Package, Setting
 from nemesis.runner import FaultRunner, build_nemeses
+from tests.chaos.test_cli import captured  # noqa: F401  the fixture: `harness run` captured, not run
 
 TOY = FaultKind("toy", "start-toy", "stop-toy")
 
@@ -53,29 +54,6 @@ def toy():
                                         heal_rank=35, summary="a toy fault that touches nothing"))
     yield package
     registry.unregister("toy")
-
-
-class Captured(Exception):
-    pass
-
-
-@pytest.fixture
-def captured(monkeypatch):
-    """Invoke `harness run ...` and return (RunConfig, FaultRunner) instead of running."""
-    import harness.run
-
-    def fake_run(config, faults=None, progress=None):
-        raise Captured(config, faults)
-
-    monkeypatch.setattr(harness.run, "run", fake_run)
-    monkeypatch.delenv("KAFKA_HARNESS_RUN_DEFAULTS", raising=False)
-
-    def invoke(*args: str):
-        result = CliRunner().invoke(cli, ["run", *args])
-        assert isinstance(result.exception, Captured), result.output
-        return result.exception.args
-
-    return invoke
 
 
 def test_a_package_registered_at_test_time_shows_in_run_help(toy):

@@ -40,7 +40,6 @@ from harness.cluster.node import KafkaNodeContainer, Node, network_address
 from harness.cluster.metadata_views import BrokerView, collect_views, majority_view
 from harness.cluster.quorum import read_active_controller
 from harness.cluster.topics import request_topic
-from harness.cluster.transport import DOCKER_CAPABILITIES
 from harness.provision.owner import run_labels, write_owner
 
 log = logging.getLogger(__name__)
@@ -101,8 +100,6 @@ class KafkaCluster:
         self.timings: dict[str, float] = {}
         self._admin: AdminClient | None = None
         self.lossy_data, self.lossy_writeback_s = lossy_data, lossy_writeback_s  # see nemesis/power.py
-        # What nemeses may do here (nemesis/registry.py CAPABILITIES), what every node's transport can and lossy disks.
-        self.capabilities = DOCKER_CAPABILITIES | ({"lossy_data"} if lossy_data else frozenset())
         self.disks: dict[int, LossyMount] = {}  # node id -> the lossy mount that is its data directory
 
     # --- lifecycle ------------------------------------------------------------
@@ -312,6 +309,10 @@ class KafkaCluster:
         }
 
     # --- queries --------------------------------------------------------------
+    @property
+    def capabilities(self) -> frozenset[str]:  # what a nemesis may do to every broker: their nodes' own
+        return frozenset.intersection(*(b.capabilities for b in self.brokers)) if self.brokers else frozenset()
+
     def bootstrap_servers(self) -> str:
         return ",".join(f"127.0.0.1:{b.host_port}" for b in self.brokers)
 

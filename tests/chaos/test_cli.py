@@ -32,6 +32,7 @@ def captured(monkeypatch, tmp_path):
         raise Captured(config, faults)
 
     monkeypatch.setattr(harness.run, "run", fake_run)
+    monkeypatch.delenv("KAFKA_HARNESS_RUN_DEFAULTS", raising=False)  # ./chaos run's defaults (harness/run_defaults.py)
 
     def invoke(*args: str):
         result = CliRunner().invoke(cli, ["run", *args])
