@@ -18,7 +18,7 @@ CHECKER_KEY = pytest.StashKey[tuple[str, dict[str, str | None]]]()
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[FIGURES_KEY] = []
-    # A local checker (analysis/spark_server.py) that a test starts, in-process or through a
+    # A local checker (analysis/checking/spark_server.py) that a test starts, in-process or through a
     # `harness run`/`check` subprocess, is this session's own: its folder is ours, it idles out
     # after 2 minutes rather than 10 if pytest is killed, and pytest_unconfigure stops it.
     folder = tempfile.mkdtemp(prefix="kafka-chaos-test-checker-")
@@ -33,7 +33,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     folder, saved = config.stash[CHECKER_KEY]
     from pathlib import Path
 
-    from analysis.spark_server import stop
+    from analysis.checking.spark_server import stop
 
     stop(Path(folder))  # never leave a checker JVM behind
     shutil.rmtree(folder, ignore_errors=True)
@@ -70,7 +70,7 @@ def spark():
     after it ends (query executions the listener bus has not yet drained; 270 MB 20 s later,
     measured on 2026-11-24). With 1 GB the collector thrashed, the listener fell further behind,
     and CI stalled in test_edge_cases until its 90-minute limit."""
-    from analysis.spark import get_session
+    from analysis.checking.spark import get_session
 
     session = get_session("local[2]", driver_memory="2g", shuffle_partitions=2)
     # Tiny inputs: let AQE collapse partitions.

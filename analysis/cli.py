@@ -15,8 +15,8 @@ from pathlib import Path
 
 import click
 
-from analysis.report_commands import command_errors, dashboard, fail, report
-from analysis.verdict import EXIT_CODES
+from analysis.report.commands import command_errors, dashboard, fail, report
+from analysis.rules.verdict import EXIT_CODES
 from harness.errors import HarnessError
 
 _MASTER = click.option("--spark-master", metavar="URL", default=None,
@@ -56,8 +56,8 @@ def check(run_dir: Path, spark_master: str | None, driver_memory: str, shuffle_p
 
     Exit 0 valid, 1 invalid, 3 unknown, 2 bad input or error.
     """
-    from analysis.checker import ResultsNotWritten, check_run, read_config
-    from analysis.history_load import find_history
+    from analysis.checking.checker import ResultsNotWritten, check_run, read_config
+    from analysis.checking.history_load import find_history
 
     out = output or run_dir
     unwritten: ResultsNotWritten | None = None
@@ -68,7 +68,7 @@ def check(run_dir: Path, spark_master: str | None, driver_memory: str, shuffle_p
         read_config(run_dir)
         if output is not None:
             output.mkdir(parents=True, exist_ok=True)
-        from analysis.spark import checker_session, fit_partitions, server_side
+        from analysis.checking.spark import checker_session, fit_partitions, server_side
 
         spark = checker_session(spark_master, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
         if server_side(spark):  # a Connect server reads paths from its own working folder
@@ -81,17 +81,17 @@ def check(run_dir: Path, spark_master: str | None, driver_memory: str, shuffle_p
         except (HarnessError, OSError):  # bad input, a HistoryError among them
             raise
         except Exception as err:  # noqa: BLE001 - Spark's failure, in our words, with its log named
-            from analysis.spark import engine_failure
+            from analysis.checking.spark import engine_failure
 
             raise engine_failure(err, spark) from err
     if as_json:
         click.echo(json.dumps(results, indent=2))
     else:
-        from analysis.explain_text import first_examples
-        from analysis.render import summary
+        from analysis.explain.text import first_examples
+        from analysis.report.render import summary
 
         click.echo(summary(results, out, written=unwritten is None))
-        click.echo(first_examples(results), nl=False)  # analysis/explain_text.py: each anomaly's first example, explained
+        click.echo(first_examples(results), nl=False)  # analysis/explain/text.py: each anomaly's first example, explained
     if unwritten is not None:
         fail(unwritten)
     sys.exit(EXIT_CODES[results["verdict"]])
@@ -108,14 +108,14 @@ def trends(store: str, out: str | None, spark_master: str | None, driver_memory:
 
     Exit 0 on success, 2 when STORE holds no checked runs or cannot be read.
     """
-    from analysis.trends import build_trends
+    from analysis.report.trends import build_trends
 
     if "://" not in store and not Path(store).is_dir():
         fail(HarnessError(f"{store}: not a directory.", hint="pass the store folder that holds run directories"))
     with command_errors(os_hint=f"trends reads {store}/*/results.json and writes {out or store + '/_trends'}: "
                                 "check that you may read and write there",
                         engine="trends"):  # a TrendsError carries its own hint
-        from analysis.spark import get_session
+        from analysis.checking.spark import get_session
 
         spark = get_session(spark_master, driver_memory=driver_memory)
         summary = build_trends(spark, store, out)

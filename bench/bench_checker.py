@@ -198,8 +198,8 @@ def main() -> int:
     if args.repeat < 1:
         ap.error("--repeat must be at least 1")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from analysis.checker import check_history
-    from analysis.spark import get_session
+    from analysis.checking.checker import check_history
+    from analysis.checking.spark import get_session
 
     cores = os.cpu_count() or 2
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-checker-"))

@@ -103,11 +103,12 @@ def main() -> int:
     ap.add_argument("--driver-memory", default="2g")
     args = ap.parse_args()
 
-    from analysis import anomalies as A
-    from analysis import cycles, txn_anomalies
-    from analysis.checker import check_history
-    from analysis.history_load import load_history
-    from analysis.spark import get_session
+    from analysis.checking import anomalies as A
+    from analysis.checking import cycles
+    from analysis.checking import txn_anomalies
+    from analysis.checking.checker import check_history
+    from analysis.checking.history_load import load_history
+    from analysis.checking.spark import get_session
 
     spark = get_session(f"local[{args.cores}]", driver_memory=args.driver_memory)
     print(f"Spark local[{args.cores}], driver memory {args.driver_memory}")

@@ -1,4 +1,4 @@
-"""What the Spark loader's int-type rule costs (analysis/history_load.py WRONG_INT): a JSONL
+"""What the Spark loader's int-type rule costs (analysis/checking/history_load.py WRONG_INT): a JSONL
 history of N events loaded and validated with the rule and without it, alternating, in one run.
 
     python bench/bench_history_rules.py                 # 2M events, 3 pairs
@@ -47,8 +47,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    from analysis import history_load
-    from analysis.spark import get_session
+    from analysis.checking import history_load
+    from analysis.checking.spark import get_session
 
     spark = get_session("local[2]", driver_memory="2g")
     with tempfile.TemporaryDirectory() as tmp:

@@ -26,10 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.errors import HarnessError  # noqa: E402
-from harness.finish import Finisher  # noqa: E402
+from harness.run.finish import Finisher  # noqa: E402
 from harness.provision.settings import kafka_version as resolve_version  # noqa: E402
-from harness.run import TOPIC, run  # noqa: E402
-from harness.run_config import RunConfig  # noqa: E402
+from harness.run.steps import TOPIC, run  # noqa: E402
+from harness.run.config import RunConfig  # noqa: E402
 from nemesis.power import PowerNemesis  # noqa: E402
 from nemesis.runner import FaultRunner  # noqa: E402
 

@@ -114,8 +114,7 @@ def main() -> None:
     try:
         run = copy_run(args.run_dir, folder) if args.run_dir else synthetic(folder, args.events)
         print(f"before: {load()}")
-        from analysis import spark_server
-
+        from analysis.checking import spark_server
         reference, results, differ = None, {}, []
         rows: dict[str, list[tuple[float, float]]] = {"embedded": [], "cold": [], "warm": []}
         servers = set()
@@ -154,7 +153,7 @@ def main() -> None:
                   f"overhead {wall - args.run:.1f} s ({where})")
         print(f"after: {load()}")
     finally:
-        from analysis.spark_server import stop
+        from analysis.checking.spark_server import stop
 
         stop(folder / "checker")
         shutil.rmtree(folder, ignore_errors=True)

@@ -54,8 +54,7 @@ def before_modules(commit: str = BEFORE) -> tuple[object, object] | None:
         (pkg / f"{name}.py").write_text(text)
     sys.path.insert(0, str(pkg.parent))
     old_html = importlib.import_module("analysis_before.html")
-    from analysis import html
-
+    from analysis.report import html
     old_html.SELFCHECK_TAIL = html.SELFCHECK_TAIL  # the same self-check (load time) on both pages
     return (importlib.import_module("analysis_before.report").render_report,
             importlib.import_module("analysis_before.dashboard").render_dashboard)
@@ -129,7 +128,7 @@ def main() -> None:
     t = time.perf_counter()
     info = write_history(run_dir, args.events)
     gen_s = time.perf_counter() - t
-    from analysis.registry import ANOMALIES
+    from analysis.rules.registry import ANOMALIES
 
     ex_op = {"index": 1, "time": int(info["duration"] * 0.55 * NS), "process": "3", "f": "send", "type": "ok"}
     examples = {a: [{"key": 0, "offset": 1000 + i, "value": 7, "offsets": [1000 + i, 999 + i], "ops": [ex_op, ex_op]}
@@ -140,7 +139,7 @@ def main() -> None:
         "examples": examples, "history": {"events": info["events"]}}))
     (run_dir / "config.json").write_text(json.dumps({"run_id": run_dir.name, "kafka_version": "4.3.1", "brokers": 3,
                                                      "workload": "queue", "nemesis": ["kill", "partition"], "seed": 0}))
-    from analysis.report import render_report
+    from analysis.report.page import render_report
 
     old = before_modules()
     t = time.perf_counter()
@@ -202,8 +201,8 @@ def store_bench(root: Path, runs: int, old: tuple | None) -> None:
     """A `runs`-run store: every report rendered (after; before for one run, times `runs`),
     the store's report bytes and Plotly copies, and the dashboard opened in Chromium."""
     sys.path.insert(0, str(ROOT))
-    from analysis.dashboard import render_dashboard
-    from analysis.report import render_report
+    from analysis.report.dashboard import render_dashboard
+    from analysis.report.page import render_report
     from tests.reports.synth import clone_store, make_results, make_run
 
     t = time.perf_counter()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.regression import recipe_for
+from harness.experiments.regression import recipe_for
 
 DEFAULT_WORKLOADS = ("queue",)
 DEFAULT_NEMESES = ("partition", "kill", "pause", "clock", "loss", "partition+kill+pause+clock")
@@ -26,7 +26,7 @@ class ChaosCase:
     profile: str
     kafka_version: str
     seed: int
-    compare_replicas: bool = False  # run options of a regression recipe (harness/regression.py)
+    compare_replicas: bool = False  # run options of a regression recipe (harness/experiments/regression.py)
     crash_clients_s: float | None = None
 
     @property
@@ -37,7 +37,7 @@ class ChaosCase:
     @property
     def expect_valid(self) -> bool:
         """True when the profile permits no anomaly at all (e.g. `safe`): then anything found is a bug."""
-        from analysis.permissions import allowed
+        from analysis.rules.permissions import allowed
         from workloads.profiles import get_profile
 
         profile = get_profile(self.profile).for_brokers(3)
@@ -66,7 +66,7 @@ class ChaosSettings:
 
     def regression_cases(self, version: str) -> list[ChaosCase]:
         """One case per seed of the regression set's `version`: its recipe, and its profile as the detection sweep's."""
-        from harness.detection import profile_for
+        from harness.experiments.detection import profile_for
 
         r = recipe_for(version)
         return [ChaosCase("queue", r.nemesis, profile_for(version), version, s, r.compare_replicas, r.crash_clients_s)
@@ -79,14 +79,14 @@ class ChaosSettings:
 
 
 def split_list(text: str) -> tuple[str, ...]:
-    from harness.run_settings import split_list as split  # the run command's own reading of a list
+    from harness.run.settings import split_list as split  # the run command's own reading of a list
 
     return split(text)
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
     """'3' → (1, 2, 3); '3,7' → (3, 7); '5..8' → (5, 6, 7, 8). UsageError on anything else."""
-    from harness.run_settings import parse_seeds as seeds_of
+    from harness.run.settings import parse_seeds as seeds_of
 
     try:
         return seeds_of(text)
@@ -96,7 +96,7 @@ def parse_seeds(text: str) -> tuple[int, ...]:
 
 def parse_settings(config: pytest.Config) -> ChaosSettings:
     """The options, validated: an unknown name is a UsageError that names it and the choices."""
-    from harness.run import WORKLOADS
+    from harness.run.steps import WORKLOADS
     from nemesis.schedule import PACKAGES
     from workloads.profiles import PROFILES
 
@@ -131,7 +131,7 @@ def parse_settings(config: pytest.Config) -> ChaosSettings:
 
 
 def _regression_versions(text: str) -> tuple[str, ...]:
-    from harness.regression import parse_versions
+    from harness.experiments.regression import parse_versions
 
     try:
         return parse_versions(text)

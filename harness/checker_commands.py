@@ -1,4 +1,4 @@
-"""`harness status`: is the local checker (the reused Spark Connect server of analysis/spark_server.py)
+"""`harness status`: is the local checker (the reused Spark Connect server of analysis/checking/spark_server.py)
 running, since when, how long until it stops by itself; `--stop` stops it now."""
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ def _ago(seconds: float) -> str:
 def status(stop_now: bool, force: bool) -> None:
     """Show the local checker: the Spark Connect server that checks reuse. It stops by itself after
     10 idle minutes (KAFKA_CHAOS_CHECKER_IDLE seconds); --stop stops it now."""
-    from analysis import spark_server
-
+    from analysis.checking import spark_server
     state = spark_server.read_state()
     if state is None:
         click.echo(f"local checker: not running (it starts with the next check; folder {spark_server.home()})")

@@ -13,8 +13,8 @@ import click
 from rich.console import Console
 
 from harness.errors import HarnessError
-from harness.run_options import RunCommand
-from harness.run_settings import DEFAULTS as D
+from harness.run.options import RunCommand
+from harness.run.settings import DEFAULTS as D
 
 console = Console(stderr=True)
 
@@ -150,9 +150,9 @@ def run_command(ctx: click.Context, config_file: Path | None, replay: Path | Non
     Settings come from flags, a TOML file (--config) or an earlier run (--replay), flags winning.
     The last line printed is the run directory. Exit 0 valid, 1 invalid, 3 unknown
     (with --no-check: 0 once the run completed), 2 bad input or infrastructure failure."""
-    from harness.run import run
-    from harness.run_defaults import apply_run_defaults, fault_lines, faults_of
-    from harness.run_settings import run_config
+    from harness.run.steps import run
+    from harness.run.defaults import apply_run_defaults, fault_lines, faults_of
+    from harness.run.settings import run_config
 
     flags, defaults = apply_run_defaults(ctx, flags, config_file, replay)
     values = resolve_run_settings(ctx, flags, config_file, replay)
@@ -176,8 +176,8 @@ def run_command(ctx: click.Context, config_file: Path | None, replay: Path | Non
         console.print(line, highlight=False)
     exit_code = 0
     if check:
-        from analysis.render import summary
-        from harness.finish import check_and_report
+        from analysis.report.render import summary
+        from harness.run.finish import check_and_report
 
         with console.status("checking the history (Spark) and writing the report"):
             finished = check_and_report(result.run_dir, spark_master=spark_master)
@@ -195,14 +195,14 @@ def run_command(ctx: click.Context, config_file: Path | None, replay: Path | Non
 
 def with_checker_start(update: Any, check: bool, spark_master: str | None) -> Any:
     """The progress callback, which also starts the local checker in the background once the
-    workload runs (harness/finish.py prepare_checker): its JVM then comes up during the workload,
+    workload runs (harness/run/finish.py prepare_checker): its JVM then comes up during the workload,
     not after it, and not during the cluster's start, which is the most sensitive to CPU on 2 cores."""
     started = [not check]
 
     def step(phase: str, recorder: Any) -> None:
         update(phase, recorder)
         if phase == "workload" and not started[0]:
-            from harness.finish import prepare_checker
+            from harness.run.finish import prepare_checker
 
             started[0] = True
             prepare_checker(spark_master)
@@ -214,7 +214,7 @@ def resolve_run_settings(ctx: click.Context, flags: dict[str, Any], config_file:
     """Defaults < TOML file or replayed config.json < flags given on the command line."""
     from click.core import ParameterSource
 
-    from harness.run_settings import SCHEDULE_KEYS, read_replay, read_toml
+    from harness.run.settings import SCHEDULE_KEYS, read_replay, read_toml
 
     if config_file is not None and replay is not None:
         raise HarnessError("--config and --replay cannot be combined.", hint="use one of them, and flags to change single settings")
@@ -294,7 +294,7 @@ def _register_commands() -> None:
     """scenario, status (the local checker), and the analysis commands (check, report, dashboard, trends) as they are."""
     from analysis.cli import main as analysis_main
     from harness.checker_commands import status
-    from harness.control_commands import controls, detect
+    from harness.experiments.commands import controls, detect
     from harness.scenario_commands import scenario
     from harness.store_commands import prune
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 class HarnessError(Exception):
     """A problem the user can fix. `hint` says how; `details` carries logs; `run_dir` is the
-    run directory it happened in, when it happened during a run (harness/run_dir.py sets it)."""
+    run directory it happened in, when it happened during a run (harness/run/directory.py sets it)."""
 
     exit_code = 2
 

@@ -26,8 +26,8 @@ import pytest
 from harness.chaos_matrix import (DEFAULT_NEMESES, DEFAULT_PROFILES, DEFAULT_RUNNER, DEFAULT_TIME_LIMIT_S,
                                   DEFAULT_WORKLOADS, ChaosCase, ChaosSettings, parse_seeds, parse_settings, split_list)
 from harness.provision.settings import DEFAULT_KAFKA_VERSION
-from harness.regression import DEFAULT_VERSIONS as REGRESSION_VERSIONS
-from harness.regression import recipe_for
+from harness.experiments.regression import DEFAULT_VERSIONS as REGRESSION_VERSIONS
+from harness.experiments.regression import recipe_for
 
 __all__ = ["ChaosCase", "ChaosOutcome", "ChaosSettings", "DEFAULT_NEMESES", "DEFAULT_PROFILES", "DEFAULT_TIME_LIMIT_S",
            "DEFAULT_WORKLOADS", "parse_seeds", "parse_settings", "real_runner", "split_list"]
@@ -75,7 +75,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--chaos-nemesis-interval", default=10.0, type=float, help="Mean seconds between a fault's start and stop (default 10).")
     g.addoption("--chaos-regression", action="store_true",
                 help="Also run the old-version regression set, the suite's positive control: each version's seeds run "
-                     "the random recipe measured to find its bug (harness/regression.py); it passes if one finds it.")
+                     "the random recipe measured to find its bug (harness/experiments/regression.py); it passes if one finds it.")
     g.addoption("--chaos-regression-versions", default=",".join(REGRESSION_VERSIONS),
                 help=f"Versions of the regression set (default {','.join(REGRESSION_VERSIONS)}).")
     g.addoption("--chaos-runner", default=DEFAULT_RUNNER, metavar="MODULE:FUNCTION", help="Per-test runner (for the plugin's own tests).")
@@ -118,7 +118,7 @@ def assert_regression(version: str, runs: list[tuple[ChaosCase, ChaosOutcome]]) 
     """The suite's positive control: at least one seed of a version with a known replication bug
     finds a forbidden loss or divergence (as `harness detect` counts it). A seed whose run could
     not complete proves nothing either way, and says so."""
-    from harness.detection import results_find_loss
+    from harness.experiments.detection import results_find_loss
 
     found = [c for c, o in runs if results_find_loss(o.results)]
     if found:
@@ -152,7 +152,7 @@ def chaos_run(request: pytest.FixtureRequest) -> Callable[[ChaosCase], ChaosOutc
             except pytest.FixtureLookupError:
                 pass
         if OWN_SPARK_KEY not in config.stash:
-            from analysis.spark import get_session
+            from analysis.checking.spark import get_session
 
             config.stash[OWN_SPARK_KEY] = (get_session(settings.spark_master) if settings.spark_master
                                            else get_session("local[2]", driver_memory="1g", shuffle_partitions=4))
@@ -214,7 +214,7 @@ def assert_outcome(case: ChaosCase, outcome: ChaosOutcome) -> None:
     if case.expect_valid and verdict == "invalid":
         # Only duplicates, with the brokers' OutOfOrderSequenceExceptions as evidence: librdkafka's
         # epoch-bump bug, not Kafka's. Shown as xfail with the evidence, never as a pass.
-        from analysis.producer_evidence import known_client_duplicates
+        from analysis.explain.producer_evidence import known_client_duplicates
 
         known = known_client_duplicates(results)
         if known:
@@ -225,10 +225,10 @@ def assert_outcome(case: ChaosCase, outcome: ChaosOutcome) -> None:
 def real_runner(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], Any]) -> ChaosOutcome:
     """One real run: fresh cluster, workload with faults, heal, drain, Spark check, report.html."""
     from harness.errors import HarnessError
-    from harness.finish import Finisher
-    from harness.run import run
-    from harness.run_dir import prepare_store
-    from harness.run_settings import make_faults, run_config
+    from harness.run.finish import Finisher
+    from harness.run.steps import run
+    from harness.run.directory import prepare_store
+    from harness.run.settings import make_faults, run_config
 
     # Only what the case sets; every other setting takes its default from RunConfig (run_settings.DEFAULTS).
     values = dict(store=str(settings.store), workload=case.workload, profile=case.profile, kafka_version=case.kafka_version,
@@ -275,7 +275,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     store = config.stash[SETTINGS_KEY].store
     try:
-        from analysis.dashboard import render_dashboard
+        from analysis.report.dashboard import render_dashboard
 
         config.stash[DASHBOARD_KEY] = str(render_dashboard(store)) if store.is_dir() else f"not written: no store at {store}"
     except Exception as exc:  # the runs' verdicts matter more than the overview page

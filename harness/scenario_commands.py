@@ -70,7 +70,7 @@ def run(name: str, kafka_version: str | None, store: Path, check: bool) -> None:
     results = None
     if check:
         try:
-            from harness.finish import Finisher
+            from harness.run.finish import Finisher
 
             results = Finisher().check(run_dir)
         except Exception as exc:  # the run itself succeeded; say why the check did not

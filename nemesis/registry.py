@@ -3,14 +3,14 @@ other place that needs the packages reads them from here.
 
 Before the registry a package's name was repeated in seven places (the schedule's list, the
 runner's makers and its heal order, RunConfig's fields, the settings' keys and replay reading,
-the run command's options, a special case in harness/run.py); the disk package touched six files,
+the run command's options, a special case in harness/run/steps.py); the disk package touched six files,
 and a package left out of the heal order was never torn down. Now a package's module holds:
 
     PACKAGES = (Package("kill", make=..., settings=(TARGETS,), heal_rank=20, summary="..."),)
 
 and from those declarations come: the package names the schedule and `--nemesis` accept, the
 factories, the order `heal_and_stop` undoes faults in, the `run` command's options and their TOML
-keys (harness/cli.py, harness/run_settings.py), the reading of a replayed run's options, and what a
+keys (harness/cli.py, harness/run/settings.py), the reading of a replayed run's options, and what a
 package needs of the cluster (`requires`: a lossy data directory, faketime, iptables, signals),
 checked before the run.
 

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from analysis.spark import SPARK_HOME, free_port
-from analysis.spark_server import LOOPBACK, listening
+from analysis.checking.spark_conf import SPARK_HOME, free_port
+from analysis.checking.spark_server import LOOPBACK, listening
 
 
 def _env(work: Path) -> dict[str, str]:

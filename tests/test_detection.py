@@ -1,4 +1,4 @@
-"""The detection sweep's bookkeeping (harness/detection.py): what counts as found, resuming from
+"""The detection sweep's bookkeeping (harness/experiments/detection.py): what counts as found, resuming from
 the ledger, the table. The runs themselves are ordinary `harness run`s (tests/test_run_faults.py)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.detection import LEDGER, Detection, DetectionRun, nemesis_options, profile_for, read_ledger, run_detection
+from harness.experiments.detection import LEDGER, Detection, DetectionRun, nemesis_options, profile_for, read_ledger, run_detection
 from nemesis.transfer import TransferNemesis
 
 SETTINGS = {"time_limit_s": 120.0, "interval_s": 10.0, "rate": 500.0, "nemesis": ["kill", "partition", "pause"],
@@ -158,17 +158,17 @@ def test_bad_input_exits_2_before_anything_runs(tmp_path: Path, args: list[str],
 
 def test_recipes_run_each_version_under_its_measured_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`detect --recipes`: issue 21's measurement in one command, each version under the recipe of
-    harness/regression.py, each a measurement of its own in the ledger."""
+    harness/experiments/regression.py, each a measurement of its own in the ledger."""
     from click.testing import CliRunner
 
-    import harness.detection
-    from harness.control_commands import detect
+    import harness.experiments.detection
+    from harness.experiments.commands import detect
 
     def fake(store, version, profile, seed, settings, finisher):  # type: ignore[no-untyped-def]
         return DetectionRun(version, profile, seed, settings, f"{store}/{version}/{seed}", "valid")
 
-    monkeypatch.setattr(harness.detection, "_execute", fake)
-    monkeypatch.setattr("harness.finish.Finisher", lambda **kw: None)
+    monkeypatch.setattr(harness.experiments.detection, "_execute", fake)
+    monkeypatch.setattr("harness.run.finish.Finisher", lambda **kw: None)
     done = CliRunner().invoke(detect, ["--recipes", "--kafka-versions", "0.10.2.2,1.1.1,2.0.1", "--seeds", "1",
                                        "--store", str(tmp_path / "s")])
     assert done.exit_code == 0, done.output

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.verdict import decide
+from analysis.rules.verdict import decide
 from harness.cluster import KafkaCluster
 from harness.history import Recorder, read_history
 from workloads.profiles import get_profile

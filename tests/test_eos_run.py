@@ -1,7 +1,7 @@
 """The exactly-once pipeline (`--workload eos`) on real Kafka, fault-free: no anomaly, and every fed
 input value in the committed output exactly once.
 
-Checked with the pure-Python reference checkers (analysis/reference.py, analysis/reference_eos.py)
+Checked with the pure-Python reference checkers (analysis/reference/checker.py, analysis/reference/eos.py)
 rather than Spark: on the loaded 2-core machine the Spark check of this 10 s run alone took over
 3 minutes; the Spark checker's agreement with the references is tested elsewhere."""
 
@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis import reference, reference_eos
+from analysis.reference import checker as reference
+
+from analysis.reference import eos as reference_eos
 from harness.history import read_history, validate_history
 from harness.history.eos import is_output_key, source_value
 

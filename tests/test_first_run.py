@@ -1,6 +1,6 @@
 """`./chaos run`'s defaults (issue 34: 30 s of kill, partition and pause): they apply only where
 nothing else chose, so --nemesis, --time-limit, --replay and --config keep their meaning; and the
-lines that say what was injected and healed. No cluster: `harness.run.run` is replaced by a
+lines that say what was injected and healed. No cluster: `harness.run.steps.run` is replaced by a
 stand-in that keeps the config."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import harness.run
+import harness.run.steps
 from harness.cli import cli
 from harness.errors import HarnessError
-from harness.run_defaults import RUN_DEFAULTS_ENV, fault_lines
+from harness.run.defaults import RUN_DEFAULTS_ENV, fault_lines
 
 REPO = Path(__file__).resolve().parent.parent
 SAFE = "kill,partition,pause"
@@ -32,7 +32,7 @@ def started(monkeypatch):
     def fake_run(config, faults=None, progress=None):
         raise Captured(config, faults)
 
-    monkeypatch.setattr(harness.run, "run", fake_run)
+    monkeypatch.setattr(harness.run.steps, "run", fake_run)
 
     def invoke(args, default=CHAOS):
         monkeypatch.setattr("sys.argv", ["harness", "run", "--no-check", *args])  # what the recorded command line starts from
@@ -111,7 +111,7 @@ def test_without_the_environment_the_harness_default_holds(started):
 @pytest.mark.parametrize("default, named", [("nemesis=kill,chaosmonkey", "chaosmonkey"), ("time-limit=soon", "soon"),
                                              ("colour=blue", "colour=blue"), ("nemesis", "nemesis")])
 def test_a_bad_environment_default_is_bad_input(monkeypatch, default, named):
-    monkeypatch.setattr(harness.run, "run", lambda *a, **k: pytest.fail("started"))
+    monkeypatch.setattr(harness.run.steps, "run", lambda *a, **k: pytest.fail("started"))
     result = CliRunner().invoke(cli, ["run", "--no-check"], env={RUN_DEFAULTS_ENV: default})
     assert isinstance(result.exception, HarnessError) and result.exception.exit_code == 2
     assert named in result.exception.message and RUN_DEFAULTS_ENV in result.exception.message

@@ -1,6 +1,7 @@
 """The house rules of the code base, as tests: the ground of harness/ never imports its top,
-workloads/, nemesis/ and analysis/ import only the ground, no module is over 400 lines, and the
-docs' fault table is the nemeses' own declaration."""
+workloads/, nemesis/ and analysis/ import only the ground, analysis/'s folders import only the
+floors below them, no import circles, no module is over 400 lines, and the docs' fault table is the
+nemeses' own declaration."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "workloads", "nemesis", "analysis")
 # The top floor of harness/: orchestration, CLI, pytest plugin, scenarios.
-TOP = ("harness.run", "harness.run_config", "harness.run_options", "harness.run_dir", "harness.run_settings", "harness.run_defaults", "harness.finish", "harness.controls", "harness.detection", "harness.regression", "harness.control_commands", "harness.checker_commands", "harness.cli",
+TOP = ("harness.run", "harness.experiments", "harness.checker_commands", "harness.cli",
        "harness.pytest_chaos", "harness.chaos_matrix", "harness.store_commands", "harness.scenario_commands", "harness.scenarios", "harness.__main__")
 GROUND = ("harness.history", "harness.cluster", "harness.provision", "harness.errors")
 
@@ -64,6 +65,46 @@ def test_the_ground_imports_nothing_above_it():
             wrong += [f"{name} imports {i}" for i in sorted(imports(path))
                       if i.split(".")[0] in PACKAGES and not i.startswith(("harness.history", "harness.errors"))]
     assert not wrong, "\n".join(wrong)
+
+
+# analysis/'s floors, bottom up: each folder imports only the folders below it.
+ANALYSIS_FLOORS = ("rules", "reference", "explain", "checking", "report")
+
+
+def test_analysis_folders_import_only_the_floors_below():
+    wrong = []
+    for name, path in modules():
+        parts = name.split(".")
+        if parts[0] != "analysis" or len(parts) < 3 or parts[1] not in ANALYSIS_FLOORS:
+            continue
+        below = ANALYSIS_FLOORS[:ANALYSIS_FLOORS.index(parts[1]) + 1]
+        wrong += [f"{name} imports {i}" for i in sorted(imports(path))
+                  if i.startswith("analysis.") and i.split(".")[1] not in below]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_circles():
+    """No two modules import each other, directly or round a loop, counting lazy imports inside
+    functions and imports for type checking: a circle is two modules that cannot be read apart."""
+    known = {name.removesuffix(".__init__"): path for name, path in modules()}
+    graph = {}
+    for name, path in known.items():
+        graph[name] = {i for i in imports(path) if i in known and i != name and not name.startswith(i + ".")}
+    circles, state = [], {}
+
+    def visit(node, trail):
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                circles.append(" -> ".join(trail[trail.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, trail + [nxt])
+        state[node] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert not circles, "\n".join(circles)
 
 
 @pytest.mark.parametrize("name, path", modules(), ids=[m[0] for m in modules()])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from analysis.timeline import faults_from
+from analysis.explain.timeline import faults_from
 from harness.cluster.metadata_views import BrokerView
 from harness.history.faults import SKIPPED
 from nemesis.partition import PacketLossNemesis, PartitionNemesis

@@ -65,7 +65,7 @@ def test_unknown_targets_are_refused_and_none_means_no_faults():
 
 
 def test_a_fault_schedule_stops_acting_when_its_run_ends_without_a_heal():
-    """A run that fails mid-schedule exits the FaultRunner (harness/run.py owns it): no fault acts after."""
+    """A run that fails mid-schedule exits the FaultRunner (harness/run/steps.py owns it): no fault acts after."""
     import time
 
     from nemesis.runner import FaultRunner

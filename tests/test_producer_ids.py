@@ -1,12 +1,12 @@
 """The producer id in the history (workloads/producer_ids.py) and how the duplicate matcher uses it
-(analysis/producer_evidence.py): a duplicate is only blamed on librdkafka's epoch bump when the
+(analysis/explain/producer_evidence.py): a duplicate is only blamed on librdkafka's epoch bump when the
 broker's OutOfOrderSequenceException names the producer that sent it."""
 
 from __future__ import annotations
 
 import json
 
-from analysis.producer_evidence import attach_producer_ids, match_duplicates, out_of_order_sequences
+from analysis.explain.producer_evidence import attach_producer_ids, match_duplicates, out_of_order_sequences
 from harness.history import Recorder
 from harness.history.files import read_history, validate_history
 from workloads.producer_ids import ProducerIdWatch

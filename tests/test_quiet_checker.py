@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import spark_server
+from analysis.checking import spark_server
 from tests.analysis.histories import valid_history, write_run
 
 pytestmark = [pytest.mark.slow]

@@ -83,7 +83,7 @@ def test_a_registered_package_is_replayed_with_its_settings_and_schedule(toy, ca
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"seed": 3, "workload": "queue", "time_limit_s": 40.0, "config_format": 2,
                                 "nemesis_config": faults.describe()}))
-    from harness.run_settings import read_replay
+    from harness.run.settings import read_replay
 
     assert read_replay(path)["toy_level"] == "high"
     _, replayed = captured("--replay", str(path))

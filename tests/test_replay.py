@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from analysis.timeline import faults_from
+from analysis.explain.timeline import faults_from
 from harness.history import read_history
-from harness.run import run
-from harness.run_settings import make_faults, read_replay, run_config
+from harness.run.steps import run
+from harness.run.settings import make_faults, read_replay, run_config
 
 STARTS = {"kill", "start-partition"}
 

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from analysis.producer_evidence import known_client_duplicates
-from harness.finish import check_and_report
+from analysis.explain.producer_evidence import known_client_duplicates
+from harness.run.finish import check_and_report
 from harness.history import read_history, validate_history
-from harness.run import TOPIC, RunConfig, run
+from harness.run.steps import TOPIC, RunConfig, run
 from nemesis.runner import FaultRunner, build_nemeses
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

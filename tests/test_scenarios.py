@@ -73,7 +73,7 @@ def test_first_diverging_offset_and_values():
 def test_the_explanation_names_the_odd_replica_and_the_epoch_only_it_has():
     """KIP-279's signature, as a random 1.1.1 run left it (20261124T192802-5f21aa, queue-1): broker 2
     kept its epoch-2 records after truncating to the start of the leader's epoch 3."""
-    from analysis.replica_evidence import explain
+    from analysis.explain.replica_evidence import explain
 
     base = [(o, o) for o in range(4)]
     reps = {"2": {"records": _records(*base, (4, 36881), (5, 36891)), "leader_epochs": [[1, 0], [2, 4], [3, 6]]},
@@ -90,7 +90,7 @@ def test_the_explanation_names_the_odd_replica_and_the_epoch_only_it_has():
 def test_the_explanation_says_when_the_odd_replica_was_outside_the_isr():
     """1.1.1, run 20261125T002416-33dc64: broker 1 kept its epoch-6 records, and its fetcher then
     died on the leader's batch, so it never rejoined the ISR."""
-    from analysis.replica_evidence import explain
+    from analysis.explain.replica_evidence import explain
 
     reps = {"1": {"records": _records((0, 1), (1, 56419))}, "2": {"records": _records((0, 1), (1, 54334))},
             "3": {"records": _records((0, 1), (1, 54334))}}
@@ -109,7 +109,7 @@ def test_a_replica_of_a_broker_that_is_down_is_left_out_and_says_why():
     """0.10.2.2, run 20261124T234904-ca02ac: broker 3's restart failed (already registered in
     ZooKeeper), so its disk kept queue-3's offsets 82-1278 as it led them before its death, while
     brokers 1 and 2 went on from 82. A JVM that is not running has not had the chance to truncate."""
-    from analysis.replica_evidence import explain
+    from analysis.explain.replica_evidence import explain
 
     base = [(o, o) for o in range(82)]
     reps = {"1": _records(*base, (82, 16027)), "2": _records(*base, (82, 16027)), "3": _records(*base, (82, 812))}

@@ -76,7 +76,7 @@ def test_prune_dry_run_changes_nothing_and_a_missing_store_is_exit_2(tmp_path):
 
 
 def test_a_compacted_or_pruned_run_keeps_its_verdict_and_a_changed_twin_does_not(tmp_path):
-    from analysis.results_file import history_fingerprint, stale_reason
+    from analysis.checking.results_file import history_fingerprint, stale_reason
 
     run = make_run(tmp_path, "20200101T000000-oldold")
     results = {"verdict": "valid", "history": {"fingerprint": history_fingerprint(run)}}
@@ -97,8 +97,8 @@ def test_a_compacted_or_pruned_run_keeps_its_verdict_and_a_changed_twin_does_not
 
 
 def test_the_dashboard_and_trends_read_the_runs_of_shard_stores_inside_a_store(tmp_path):
-    from analysis.dashboard import collect_runs
-    from analysis.results_file import run_dirs
+    from analysis.report.dashboard import collect_runs
+    from analysis.checking.results_file import run_dirs
 
     a = make_run(tmp_path / "shard-1", "20991231T000000-aaaaaa")
     b = make_run(tmp_path / "shard-2", "20991231T000001-bbbbbb")

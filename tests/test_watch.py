@@ -87,7 +87,7 @@ def test_the_probe_is_an_api_versions_v0_request():
 
 def test_a_cluster_that_vanishes_during_a_long_step_fails_the_run_at_once():
     from harness.errors import ClusterError
-    from harness.run import watched
+    from harness.run.steps import watched
 
     watch, stopped = SimpleNamespace(failure=None), []
     workload = SimpleNamespace(stop=lambda timeout_s=60.0: stopped.append(timeout_s))
@@ -101,7 +101,7 @@ def test_a_cluster_that_vanishes_during_a_long_step_fails_the_run_at_once():
 
 
 def test_a_step_returns_its_value_or_raises_its_error_when_the_cluster_stays():
-    from harness.run import watched
+    from harness.run.steps import watched
 
     watch, workload = SimpleNamespace(failure=None), SimpleNamespace(stop=lambda timeout_s=60.0: None)
     assert watched(watch, workload, lambda: 42) == 42
@@ -142,7 +142,7 @@ def test_a_run_whose_containers_are_removed_fails_within_seconds(prepared, tmp_p
             time.sleep(0.5)
         assert run_dir is not None, f"the run never reached its workload: {run.poll()}"
         client = docker.from_env()
-        label = {"label": f"io.kafka-harness.run-id={run_dir.name}"}
+        label = {"label": f"io.kafka-harness.run.steps-id={run_dir.name}"}
         for container in client.containers.list(all=True, filters=label):
             container.remove(force=True)
         removed, marked_after = time.monotonic(), None

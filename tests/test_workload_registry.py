@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from harness.run_config import WORKLOADS, RunConfig
+from harness.run.config import WORKLOADS, RunConfig
 from workloads import registry
 from workloads.profiles import get_profile
 

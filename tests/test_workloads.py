@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.history import read_history, validate_history
-from harness.run import RunConfig, run
+from harness.run.steps import RunConfig, run
 
 ROOT = Path(__file__).parents[1]
 
@@ -177,7 +177,7 @@ def test_a_client_that_cannot_start_fails_the_workload_instead_of_measuring_noth
 @pytest.mark.docker
 @pytest.mark.slow
 def test_subscribe_mode_records_group_rebalances_so_rewinds_are_not_reported(prepared, tmp_path: Path):
-    from analysis.reference import counts
+    from analysis.reference.checker import counts
 
     done = harness_cli("run", "--subscribe", "--consumers", "2", "--time-limit", "30", "--rate", "200", "--seed", "6",
                        "--no-check", "--store", str(tmp_path / "store"))

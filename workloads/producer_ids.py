@@ -2,7 +2,7 @@
 
 Why: a duplicate under `enable.idempotence` is explained by librdkafka's epoch bump (issue #4953)
 only when the broker's OutOfOrderSequenceException names the producer that sent the duplicate
-(analysis/producer_evidence.py). librdkafka tells a client its producer id and epoch only in its
+(analysis/explain/producer_evidence.py). librdkafka tells a client its producer id and epoch only in its
 statistics (`eos.producer_id`, `eos.producer_epoch`, STATISTICS.md), so a producer with
 idempotence on emits statistics every STATS_INTERVAL_MS and each new (id, epoch) becomes one
 `info` event of its process: the first id once it has one, then every epoch bump or new id.

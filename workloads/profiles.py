@@ -74,7 +74,7 @@ class Profile:
 
     def as_dict(self) -> dict[str, Any]:
         """The profile as config.json spells it: one flat dict of Kafka's own keys, the spelling
-        analysis/permissions.py reads (config_format 2; older run directories spelled it three
+        analysis/rules/permissions.py reads (config_format 2; older run directories spelled it three
         ways at once, which permissions still reads)."""
         d: dict[str, Any] = {"name": self.name, "description": self.description}
         d.update({k: v for k, v in self.producer_config().items() if k != "max.in.flight.requests.per.connection"})

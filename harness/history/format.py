@@ -2,7 +2,7 @@
 
 Everything that reads or writes a history meets here: the recorder, the clients, the
 nemeses (through `harness.history.faults`), the checkers and the reports. The Spark loader
-(`analysis/history_load.py`) applies the same per-event rules as vectorised columns, and
+(`analysis/checking/history_load.py`) applies the same per-event rules as vectorised columns, and
 `tests/analysis/test_validation_agreement.py` holds the two to the same verdict on every kind
 of malformed event.
 

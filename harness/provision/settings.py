@@ -17,7 +17,7 @@ KAFKA_VERSION_ENV = "KAFKA_HARNESS_KAFKA_VERSION"
 
 # Docker label put on every container and network the harness creates;
 # its value is the run id. `cleanup` removes what carries it.
-RUN_LABEL = "io.kafka-harness.run-id"
+RUN_LABEL = "io.kafka-harness.run.steps-id"
 IMAGE_REPOSITORY = "kafka-harness-base"
 
 

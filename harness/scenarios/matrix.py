@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.errors import HarnessError
-from harness.finish import Finisher
+from harness.run.finish import Finisher
 from harness.provision.kafka_jars import kraft_supported
 from harness.provision.settings import kafka_version as resolve_kafka_version
 from harness.scenarios import Scenario

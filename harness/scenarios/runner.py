@@ -1,6 +1,6 @@
 """Running one scenario on one Kafka version: a fresh cluster, the scenario's steps over a
 `ScenarioContext`, heal, drain, replica dumps, and `scenario.json`, in a run directory whose
-lifecycle (config.json, FAILED, tearing down) is harness/run_dir.py's, as for a run."""
+lifecycle (config.json, FAILED, tearing down) is harness/run/directory.py's, as for a run."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from harness.errors import HarnessError
 from harness.history import Recorder
 from harness.provision.kafka_jars import kraft_supported
 from harness.provision.settings import kafka_version as resolve_kafka_version
-from harness.run_dir import RunDirectory
+from harness.run.directory import RunDirectory
 from harness.scenarios import Scenario
 from harness.scenarios.context import TOPIC, ScenarioContext, ScenarioIncomplete, scenario_profile
 
 
 def run_scenario(scenario: Scenario, kafka_version: str | None, store: Path | str, command_line: list[str] | None = None) -> Path:
     """Run one scenario on one version; return the run directory. Raises HarnessError on
-    infrastructure failure (the run directory is marked FAILED; harness/run_dir.py). A step that
+    infrastructure failure (the run directory is marked FAILED; harness/run/directory.py). A step that
     cannot be carried out (an election that never happens) is a result, not a failure: status
     "incomplete"."""
     if not scenario.runnable or scenario.steps is None:
@@ -74,8 +74,8 @@ def run_scenario(scenario: Scenario, kafka_version: str | None, store: Path | st
 def summarize(scenario: Scenario, version: str, run_dir: Path, status: str, reason: str | None, ctx: ScenarioContext,
               observations: dict[str, Any], evidence: dict[str, Any], drain: dict[str, Any]) -> dict[str, Any]:
     """scenario.json: steps, writes, observations, replica divergence and history counts (reference checker)."""
-    from analysis.reference import counts as reference_counts, read_jsonl
-    from analysis.verdict import headline
+    from analysis.reference.checker import counts as reference_counts, read_jsonl
+    from analysis.rules.verdict import headline
 
     counts = reference_counts(read_jsonl(run_dir / "history.jsonl"))
     div = evidence["partitions"]["0"]["divergence"]

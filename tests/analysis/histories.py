@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from analysis.registry import ANOMALIES
+from analysis.rules.registry import ANOMALIES
 
 
 class Builder:

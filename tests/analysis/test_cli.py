@@ -96,8 +96,8 @@ def test_an_os_error_is_exit_2_without_a_traceback(tmp_path, cmd, blocked):
 def test_history_and_trends_errors_are_harness_errors_with_their_fix():
     """Raised under `harness run` or the nightly plugin as well, not only under `analysis`'s CLI:
     every caller that maps HarnessError to exit 2 with a hint handles them."""
-    from analysis.history_load import HistoryError
-    from analysis.trends import TrendsError
+    from analysis.checking.history_load import HistoryError
+    from analysis.report.trends import TrendsError
     from harness.errors import HarnessError
 
     for err, fix in ((HistoryError("run/history.jsonl line 3: no 'type'"), "docs/history.md"),

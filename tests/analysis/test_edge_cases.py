@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from analysis import reference
-from analysis.checker import check_history, check_run
-from analysis.permissions import allowed
-from analysis.verdict import decide
+from analysis.reference import checker as reference
+from analysis.checking.checker import check_history, check_run
+from analysis.rules.permissions import allowed
+from analysis.rules.verdict import decide
 from tests.analysis.histories import ZERO, Builder, write_run
 
 
@@ -189,7 +189,7 @@ def test_forbidden_duplicates_quote_the_brokers_out_of_order_sequence_errors(spa
 
 
 def test_only_duplicates_with_broker_evidence_count_as_the_known_client_bug():
-    from analysis.producer_evidence import known_client_duplicates
+    from analysis.explain.producer_evidence import known_client_duplicates
 
     evidence = {"count": 2, "examples": [], "explanation": "x", "duplicates_matched": {"duplicates": 3, "explained": 3}}
     base = {"forbidden": ["duplicate"], "counts": {"duplicate": 3}, "out_of_order_sequences": evidence}
@@ -235,7 +235,7 @@ def test_struct_parquet_agrees_with_jsonl(spark, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("bad", ["null offset", "null record", "null txn send key"])
 def test_struct_parquet_with_a_bad_record_is_named(spark, tmp_path, bad):
-    from analysis.history_load import HistoryError, load_history
+    from analysis.checking.history_load import HistoryError, load_history
 
     events = aborted_txn_read().events
     if bad == "null txn send key":
@@ -269,7 +269,7 @@ OOOSE = ("[{when}] ERROR [ReplicaManager broker=2] Error processing append opera
 def test_the_known_client_bug_excuses_only_duplicates_sent_while_their_partition_refused_a_batch(
         spark, tmp_path, when, partition, start, excused):
     """Issue 19: any OutOfOrderSequenceException anywhere in the run used to excuse every duplicate."""
-    from analysis.producer_evidence import known_client_duplicates
+    from analysis.explain.producer_evidence import known_client_duplicates
 
     config = {"profile": {"name": "safe"}, "drain": {"complete": True}, "topic": "queue", "run_id": "synthetic"}
     if start:

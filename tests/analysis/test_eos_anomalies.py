@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import reference
-from analysis.permissions import allowed
-from analysis.verdict import decide, headline
+from analysis.reference import checker as reference
+from analysis.rules.permissions import allowed
+from analysis.rules.verdict import decide, headline
 from harness.history.eos import OUTPUT_KEY_BASE as OUT, VALUE_STRIDE as S
 from harness.history.format import validate_events
 from tests.analysis.histories import ZERO, Builder, _txn, write_run
@@ -118,7 +118,7 @@ def test_input_loss_and_duplication_permits_theirs_in_the_pipeline():
 
 @pytest.mark.slow
 def test_spark_agrees_with_the_reference_on_every_case(spark, tmp_path):
-    from analysis.checker import check_history
+    from analysis.checking.checker import check_history
     from tests.analysis.test_txn_anomalies import _disjoint
 
     # Every case side by side on its own keys (output keys stay at 1000 + k): one Spark check.
@@ -138,9 +138,9 @@ def test_spark_agrees_with_the_reference_on_every_case(spark, tmp_path):
 
 @pytest.mark.slow
 def test_a_history_without_a_pipeline_skips_the_eos_finders_with_their_own_columns(spark, tmp_path):
-    from analysis import anomalies as A
-    from analysis import eos_anomalies as E
-    from analysis.history_load import load_history
+    from analysis.checking import anomalies as A
+    from analysis.checking import eos_anomalies as E
+    from analysis.checking.history_load import load_history
 
     def derived(name, events):
         h = load_history(spark, write_run(tmp_path / name, events))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import reference
+from analysis.reference import checker as reference
 from tests.analysis.histories import ZERO, Builder, _txn, summed, write_run
 
 A, B, C = 1, 2, 3
@@ -95,7 +95,7 @@ def _side_by_side(histories: list[list[dict]]) -> list[dict]:
 
 @pytest.mark.slow
 def test_spark_uses_proven_info_writes_as_the_reference_does(spark, tmp_path):
-    from analysis.checker import check_history
+    from analysis.checking.checker import check_history
 
     proven = _side_by_side([h() for h, _ in CASES])
     want = summed([found for _, found in CASES])

@@ -1,4 +1,4 @@
-"""realtime-lag (analysis/lag.py, analysis/reference_lag.py): Jepsen's realtime-lag-test history
+"""realtime-lag (analysis/checking/lag.py, analysis/reference/lag.py): Jepsen's realtime-lag-test history
 (kafka_test.clj), written as ours, gives Jepsen's lags; Spark and the reference agree; a
 measurement never changes a verdict."""
 
@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import reference, reference_lag
+from analysis.reference import checker as reference
+
+from analysis.reference import lag as reference_lag
 from tests.analysis.histories import ZERO, valid_history, write_run
 
 MS = 1_000_000
@@ -56,7 +58,7 @@ def test_reads_after_the_drain_began_are_not_measured():
 
 @pytest.mark.slow
 def test_spark_measures_the_lag_the_reference_does(spark, tmp_path):
-    from analysis.checker import check_history
+    from analysis.checking.checker import check_history
     from tests.analysis.test_txn_anomalies import _disjoint
 
     events = _disjoint([jepsen_realtime_lag(), valid_history(3).events, valid_history(4).events])

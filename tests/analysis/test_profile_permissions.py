@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.permissions import allowed, effective_profile
+from analysis.rules.permissions import allowed, effective_profile
 from workloads.profiles import PROFILES
 
 LOSS = {"lost-write", "unseen", "poll-skip"}

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import reference
-from analysis.registry import ANOMALIES
+from analysis.reference import checker as reference
+from analysis.rules.registry import ANOMALIES
 from tests.analysis.histories import ZERO, inject, valid_history
 
 params = st.fixed_dictionaries({

@@ -1,4 +1,4 @@
-"""The anomaly registry (analysis/registry.py) is the one list: the docs' table, the finders, the
+"""The anomaly registry (analysis/rules/registry.py) is the one list: the docs' table, the finders, the
 report's meanings and the stable order all come from it (fast, no Spark)."""
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 from markupsafe import escape  # as the report's Jinja environment escapes
 
-from analysis import anomalies, registry
-from analysis.registry import ANOMALIES, BY_NAME, END, REGISTRY, START
+from analysis.checking import anomalies
+
+from analysis.rules import registry
+from analysis.rules.registry import ANOMALIES, BY_NAME, END, REGISTRY, START
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "checker.md"
@@ -36,7 +38,7 @@ def test_docs_table_is_the_rendered_registry() -> None:
 def test_check_flags_stale_docs_and_the_rewrite_fixes_them(tmp_path: Path) -> None:
     doc = tmp_path / "checker.md"
     doc.write_text(DOCS.read_text(encoding="utf-8").replace("| `duplicate` |", "| `duplicate` | stale |"))
-    cmd = [sys.executable, "-m", "analysis.registry"]
+    cmd = [sys.executable, "-m", "analysis.rules.registry"]
     assert subprocess.run([*cmd, "--check", str(doc)], cwd=ROOT, capture_output=True).returncode == 1
     assert subprocess.run([*cmd, str(doc)], cwd=ROOT, capture_output=True).returncode == 0
     assert doc.read_text(encoding="utf-8") == DOCS.read_text(encoding="utf-8")
@@ -59,7 +61,7 @@ def test_order_is_the_stable_results_order() -> None:
 
 @pytest.mark.parametrize("anomaly", REGISTRY, ids=lambda a: a.name)
 def test_every_entry_is_complete_and_its_finder_exists(anomaly: registry.Anomaly) -> None:
-    module = importlib.import_module(f"analysis.{anomaly.module}")
+    module = importlib.import_module(f"analysis.checking.{anomaly.module}")
     finder = getattr(module, anomaly.finder, None)
     assert inspect.isfunction(finder) and finder.__module__ == module.__name__, anomaly.finder
     assert list(inspect.signature(finder).parameters)[0] == "d"  # takes derive()'s tables
@@ -73,7 +75,7 @@ def test_every_finder_in_anomalies_has_an_entry() -> None:
     # the one-pass tally of the value-level anomalies.
     helpers = {"read_pairs", "value_findings"}
     finders = {name for name, fn in inspect.getmembers(anomalies, inspect.isfunction)
-               if fn.__module__ == "analysis.anomalies" and not name.startswith("_") and name not in helpers
+               if fn.__module__ == "analysis.checking.anomalies" and not name.startswith("_") and name not in helpers
                and list(inspect.signature(fn).parameters)[:1] == ["d"]}
     assert finders == {a.finder for a in REGISTRY if a.module == "anomalies"}
     assert set(anomalies.VALUE_LEVEL) <= set(BY_NAME)
@@ -95,7 +97,7 @@ def _bare_run(tmp_path: Path) -> Path:
 
 
 def test_report_meanings_come_from_the_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from analysis.report import render_report
+    from analysis.report.page import render_report
 
     run = _bare_run(tmp_path)
     page = render_report(run).read_text()
@@ -112,7 +114,7 @@ def test_report_meanings_come_from_the_registry(tmp_path: Path, monkeypatch: pyt
 
 @pytest.mark.parametrize("module", ["txn_anomalies", "cycles", "eos_anomalies"])
 def test_every_finder_in_the_txn_modules_has_an_entry(module: str) -> None:
-    mod = importlib.import_module(f"analysis.{module}")
+    mod = importlib.import_module(f"analysis.checking.{module}")
     finders = {name for name, fn in inspect.getmembers(mod, inspect.isfunction)
                if fn.__module__ == mod.__name__ and name in {a.finder for a in REGISTRY}}
     assert finders == {a.finder for a in REGISTRY if a.module == module}

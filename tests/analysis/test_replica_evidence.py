@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from analysis.checker import check_history, read_config
-from analysis.replica_evidence import read_replica_divergence
+from analysis.checking.checker import check_history, read_config
+from analysis.explain.replica_evidence import read_replica_divergence
 from tests.analysis.histories import valid_history, write_run
 
 pytestmark = pytest.mark.slow

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from analysis import reference
-from analysis.checker import check_history
-from analysis.registry import REGISTRY
+from analysis.reference import checker as reference
+from analysis.checking.checker import check_history
+from analysis.rules.registry import REGISTRY
 from tests.analysis.histories import ZERO, inject, mutate, valid_history, write_run
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from analysis.checker import check_run
+from analysis.checking.checker import check_run
 from tests.analysis.histories import inject, mutate, valid_history, write_run
 from tests.spark_servers import connect_server, standalone_cluster
 

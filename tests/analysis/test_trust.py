@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from analysis.cli import main
-from analysis.dashboard import collect_runs
-from analysis.report import render_report
-from analysis.results_file import stale_reason
-from analysis.verdict import decide, headline, headline_text
+from analysis.report.dashboard import collect_runs
+from analysis.report.page import render_report
+from analysis.checking.results_file import stale_reason
+from analysis.rules.verdict import decide, headline, headline_text
 from tests.analysis.histories import ZERO, Builder, inject, valid_history, write_run
 
 DRAINED = {"drain": {"complete": True, "high_watermarks": {}}}
@@ -85,7 +85,7 @@ def test_a_history_changed_after_its_check_makes_results_stale(spark, tmp_path):
 @pytest.mark.slow
 def test_check_prints_its_verdict_even_when_results_cannot_be_written(spark, tmp_path, monkeypatch):
     run = write_run(tmp_path / "r", inject(valid_history(5), "lost-write").events, DRAINED)
-    import analysis.checker as checker
+    import analysis.checking.checker as checker
 
     def refuse(results, output):
         raise PermissionError(13, "Permission denied", str(output / "results.json.tmp"))

@@ -9,10 +9,10 @@ import random
 import pandas as pd
 import pytest
 
-from analysis import reference
-from analysis.cycles import _components
-from analysis.permissions import model_permitted
-from analysis.registry import REGISTRY
+from analysis.reference import checker as reference
+from analysis.checking.cycles import _components
+from analysis.rules.permissions import model_permitted
+from analysis.rules.registry import REGISTRY
 from tests.analysis.histories import ZERO, Builder, _txn, inject, valid_history, write_run
 from tests.analysis.jepsen_histories import HISTORIES
 
@@ -96,7 +96,7 @@ def test_random_txn_histories_do_hold_findings():
 
 @pytest.mark.slow
 def test_spark_reports_what_jepsen_reports(spark, tmp_path):
-    from analysis.checker import check_history
+    from analysis.checking.checker import check_history
 
     events = _disjoint([h() for h, _, _ in HISTORIES.values()])
     results = check_history(spark, write_run(tmp_path / "jepsen", events), None)
@@ -115,7 +115,7 @@ def test_spark_reports_what_jepsen_reports(spark, tmp_path):
 
 @pytest.mark.slow
 def test_spark_finds_each_txn_injection_exactly(spark, tmp_path):
-    from analysis.checker import check_history
+    from analysis.checking.checker import check_history
 
     # One history per kind, side by side on their own keys: one Spark check for all seven.
     events = _disjoint([inject(valid_history(20 + i, keys=2), kind).events for i, kind in enumerate(TXN_KINDS)])
@@ -126,7 +126,7 @@ def test_spark_finds_each_txn_injection_exactly(spark, tmp_path):
 
 @pytest.mark.slow
 def test_spark_and_reference_agree_on_random_txn_histories(spark, tmp_path):
-    from analysis.checker import check_history
+    from analysis.checking.checker import check_history
 
     events = _disjoint([random_txn_history(s) for s in range(6)])
     assert check_history(spark, write_run(tmp_path / "rnd", events), None)["counts"] == reference.counts(events)
@@ -162,7 +162,7 @@ def test_an_assign_that_covers_the_key_and_seeks_nothing_keeps_its_reads(reset, 
 
 @pytest.mark.slow
 def test_spark_keeps_the_read_sequence_across_an_assign_that_covers_the_key(spark, tmp_path):
-    from analysis.checker import check_history
+    from analysis.checking.checker import check_history
 
     cases = [None, ("assign", [0, 1], None), ("assign", [1], None), ("assign", [0, 1], "committed")]
     events = _disjoint([_read_across(c) for c in cases])

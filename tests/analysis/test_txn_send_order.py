@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis import reference
+from analysis.reference import checker as reference
 from tests.analysis.histories import ZERO, Builder, _txn, summed, write_run
 
 A, B, C, D = 1, 2, 3, 4
@@ -91,7 +91,7 @@ def test_an_unproven_info_txn_joins_no_order():
 
 @pytest.mark.slow
 def test_spark_orders_txn_sends_as_the_reference_does(spark, tmp_path):
-    from analysis.checker import check_history
+    from analysis.checking.checker import check_history
     from tests.analysis.test_txn_anomalies import _disjoint
 
     events = _disjoint([h() for h, _ in CASES])

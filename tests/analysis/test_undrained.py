@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.checker import drain_status, drain_undrained
-from analysis.registry import ANOMALIES
-from analysis.verdict import decide, headline
+from analysis.checking.checker import drain_status, drain_undrained
+from analysis.rules.registry import ANOMALIES
+from analysis.rules.verdict import decide, headline
 
 ZERO = dict.fromkeys(ANOMALIES, 0)
 OFFLINE = "high watermark unavailable: Failed to get watermark offsets: Local: Unknown partition (_UNKNOWN_PARTITION)"
@@ -38,7 +38,7 @@ def test_an_undrained_partition_does_not_excuse_a_loss_seen_elsewhere() -> None:
 
 
 def test_the_report_names_the_undrained_partitions(tmp_path) -> None:
-    from analysis.report import _facts
+    from analysis.report.page import _facts
 
     facts = dict(_facts(tmp_path, CONFIG, None, None))
     assert facts["final drain"].startswith(f"INCOMPLETE (not drained: partition 0: {OFFLINE}; partition 10: ")
@@ -57,7 +57,7 @@ def test_unseen_records_on_partitions_the_drain_did_finish_are_lost() -> None:
 
 @pytest.mark.slow
 def test_the_checker_counts_unseen_records_by_whether_their_partition_was_drained(spark, tmp_path) -> None:
-    from analysis.checker import check_run
+    from analysis.checking.checker import check_run
     from tests.analysis.histories import Builder, write_run
 
     b = Builder()

@@ -1,13 +1,13 @@
 """A cluster whose brokers all stop answering (0.10.2.2's hung followers, KAFKA-4039) is Kafka's
-behaviour, recorded and checked, not a harness failure: harness/cluster/watch.py, harness/run.py,
-and the evidence the checker quotes (analysis/replica_evidence.py's truncation_refusals)."""
+behaviour, recorded and checked, not a harness failure: harness/cluster/watch.py, harness/run/steps.py,
+and the evidence the checker quotes (analysis/explain/replica_evidence.py's truncation_refusals)."""
 
 from __future__ import annotations
 
 import pytest
 
-from analysis.checker import check_run
-from analysis.replica_evidence import truncation_refusals
+from analysis.checking.checker import check_run
+from analysis.explain.replica_evidence import truncation_refusals
 from tests.analysis.histories import Builder, write_run
 
 # Two lines as 0.10.2.2 wrote them in a detection run (seed 6), 13 s apart.

@@ -1,5 +1,5 @@
 """The one validator (harness/history/format.py: event_problem) and the Spark loader's vectorised
-twin (analysis/history_load.py: _problem_column) reach the same verdict on every kind of malformed
+twin (analysis/checking/history_load.py: _problem_column) reach the same verdict on every kind of malformed
 event, and on the legal edge cases: one history, one verdict, whichever checker reads it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from analysis.history_load import HistoryError, load_history
+from analysis.checking.history_load import HistoryError, load_history
 from harness.history import event_problem
 
 pytestmark = pytest.mark.slow
@@ -128,7 +128,7 @@ def test_both_validators_accept_a_legal_edge_case(spark, tmp_path, kind):
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from analysis.history_load import event_problems  # noqa: E402
+from analysis.checking.history_load import event_problems  # noqa: E402
 
 # Any JSON value a broken writer might put in a field: the wrong type, out of int64's range, empty.
 JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),

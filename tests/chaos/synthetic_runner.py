@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from analysis.report import render_report
+from analysis.report.page import render_report
 from harness.pytest_chaos import ChaosCase, ChaosOutcome, ChaosSettings
 from tests.reports.synth import make_results, make_run
 from workloads.profiles import get_profile
@@ -44,7 +44,7 @@ def broken(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], Any]) -
 
 def client_duplicates(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], Any]) -> ChaosOutcome:
     """One duplicate, with a broker's OutOfOrderSequenceException as evidence (librdkafka #4953)."""
-    from analysis.producer_evidence import ISSUE
+    from analysis.explain.producer_evidence import ISSUE
 
     outcome = _run(case, settings, "duplicate")
     assert outcome.results is not None

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import cli
-from harness.run_settings import make_faults, run_config
+from harness.run.settings import make_faults, run_config
 from workloads.profiles import get_profile
 
 COMMANDS = ["run", "check", "report", "dashboard", "trends", "scenario", "cleanup", "bootstrap", "smoke"]
@@ -26,13 +26,13 @@ class Captured(Exception):
 @pytest.fixture
 def captured(monkeypatch, tmp_path):
     """Invoke `harness run ...` and return (RunConfig, nemesis) instead of running."""
-    import harness.run
+    import harness.run.steps
 
     def fake_run(config, faults=None, progress=None):
         raise Captured(config, faults)
 
-    monkeypatch.setattr(harness.run, "run", fake_run)
-    monkeypatch.delenv("KAFKA_HARNESS_RUN_DEFAULTS", raising=False)  # ./chaos run's defaults (harness/run_defaults.py)
+    monkeypatch.setattr(harness.run.steps, "run", fake_run)
+    monkeypatch.delenv("KAFKA_HARNESS_RUN_DEFAULTS", raising=False)  # ./chaos run's defaults (harness/run/defaults.py)
 
     def invoke(*args: str):
         result = CliRunner().invoke(cli, ["run", *args])
@@ -73,7 +73,7 @@ def test_bad_toml_is_exit_2_naming_the_key(tmp_path, text, message):
 
 
 def config_json(tmp_path: Path) -> Path:
-    """A config.json as harness.run writes it, for a run with nemesis settings off the defaults."""
+    """A config.json as harness.run.steps writes it, for a run with nemesis settings off the defaults."""
     values = {"store": str(tmp_path / "store"), "workload": "queue", "profile": "unsafe", "brokers": 3, "kafka_version": "3.9.2",
               "time_limit": 45.0, "rate": 500.0, "seed": 11, "partitions": 4, "producers": 3, "consumers": 1, "subscribe": True,
               "abort_probability": 0.2, "drain_timeout": 30.0, "nemesis": "partition,kill,loss", "nemesis_interval": 7.0,
@@ -157,7 +157,7 @@ def test_disk_targets_and_errors_reach_the_nemesis_and_its_replay(captured, tmp_
                                "--store", str(tmp_path / "store"))
     disk = nemesis.nemeses["disk"]
     assert (disk.targets, disk.errors) == (("leader",), ("enospc", "eio-read"))
-    from harness.run_settings import read_replay
+    from harness.run.settings import read_replay
 
     path = tmp_path / "store" / "r" / "config.json"
     path.parent.mkdir(parents=True)
@@ -184,7 +184,7 @@ def test_compare_replicas_comes_from_the_flag_the_toml_file_and_a_replayed_run(c
     toml = tmp_path / "run.toml"
     toml.write_text("compare-replicas = true\n")
     assert captured("--config", str(toml))[0].compare_replicas is True
-    from harness.run_settings import read_replay
+    from harness.run.settings import read_replay
 
     path = tmp_path / "store" / "r" / "config.json"
     path.parent.mkdir(parents=True)
@@ -201,7 +201,7 @@ def test_crash_clients_comes_from_the_flag_the_toml_file_and_a_replayed_run(capt
     toml = tmp_path / "run.toml"
     toml.write_text("crash-clients = 5\n")
     assert captured("--config", str(toml))[0].crash_clients_s == 5.0
-    from harness.run_settings import read_replay
+    from harness.run.settings import read_replay
 
     path = tmp_path / "store" / "r" / "config.json"
     path.parent.mkdir(parents=True)

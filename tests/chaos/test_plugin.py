@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import analysis.dashboard  # noqa: F401  in-process pytester unloads modules first imported inside a run;
+import analysis.report.dashboard  # noqa: F401  in-process pytester unloads modules first imported inside a run;
 import tests.chaos.synthetic_runner  # noqa: F401  numpy cannot be loaded twice, so import them here
 from harness.pytest_chaos import parse_seeds
 
@@ -160,7 +160,7 @@ def test_junit_properties_and_dashboard(suite):
 @pytest.fixture
 def stubbed_run(monkeypatch):
     """What real_runner hands `harness run` (config and faults), with no cluster behind it."""
-    import harness.run
+    import harness.run.steps
     from harness.errors import HarnessError
 
     seen = {}
@@ -169,7 +169,7 @@ def stubbed_run(monkeypatch):
         seen.update(config=config, nemesis=faults)
         raise HarnessError("stub: no cluster")
 
-    monkeypatch.setattr(harness.run, "run", fake_run)
+    monkeypatch.setattr(harness.run.steps, "run", fake_run)
     return seen
 
 
@@ -187,7 +187,7 @@ def test_real_runner_builds_the_run_from_the_run_commands_defaults(stubbed_run, 
 
 
 def test_a_regression_case_runs_its_recipes_options(stubbed_run, tmp_path):
-    """1.1.1's recipe (harness/regression.py) reaches the run: replicas compared, clients crashed."""
+    """1.1.1's recipe (harness/experiments/regression.py) reaches the run: replicas compared, clients crashed."""
     from harness.pytest_chaos import ChaosSettings, real_runner
 
     settings = ChaosSettings(tmp_path, 20.0, 5.0, (3,), ("4.3.1",), ("queue",), ("kill",), ("safe",), None, "x", ("1.1.1",))

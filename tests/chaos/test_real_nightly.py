@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.producer_evidence import known_client_duplicates
+from analysis.explain.producer_evidence import known_client_duplicates
 
 ROOT = Path(__file__).resolve().parents[2]
 CASE = "queue-partition-safe-4.3.1-seed1"
@@ -42,7 +42,7 @@ def test_one_safe_case_of_the_nightly_matrix(tmp_path, prepared, report_figure):
     # Its config.json replays to the same run settings (run stubbed: no second cluster).
     from click.testing import CliRunner
 
-    import harness.run
+    import harness.run.steps
     from harness.cli import cli
 
     captured = {}
@@ -51,12 +51,12 @@ def test_one_safe_case_of_the_nightly_matrix(tmp_path, prepared, report_figure):
         captured.update(config=config, nemesis=faults)
         raise SystemExit(0)
 
-    original = harness.run.run
-    harness.run.run = fake_run
+    original = harness.run.steps.run
+    harness.run.steps.run = fake_run
     try:
         CliRunner().invoke(cli, ["run", "--replay", str(run_dir / "config.json")])
     finally:
-        harness.run.run = original
+        harness.run.steps.run = original
     config, nemesis = captured["config"], captured["nemesis"]
     recorded = json.loads((run_dir / "config.json").read_text())
     assert (config.seed, config.profile, config.time_limit_s, config.kafka_version) == (1, "safe", 20.0, "4.3.1")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.timeline import faults_from
+from analysis.explain.timeline import faults_from
 from harness.errors import HarnessError
 from nemesis.disk import DiskNemesis, log_lines, what_kafka_did, NOTEWORTHY
 from nemesis.runner import build_nemeses

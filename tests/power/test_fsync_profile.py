@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis.permissions import allowed
+from analysis.rules.permissions import allowed
 from workloads.profiles import PROFILES
 
 

@@ -155,7 +155,7 @@ def _inject_txn(add: Any, anomaly: str, t: float, k: int, o: int, new: int, o1: 
 def injectable() -> list[str]:
     """The anomaly kinds make_run can inject into one queue history: all but the eos kinds, which
     need a two-topic pipeline history (tests/analysis/test_eos_anomalies.py)."""
-    from analysis.registry import ANOMALIES
+    from analysis.rules.registry import ANOMALIES
 
     return [a for a in ANOMALIES if not a.startswith("eos-")]
 
@@ -208,12 +208,12 @@ def _injected_ops(events: list[dict]) -> list[dict]:
 
 
 def make_results(run_dir: Path, anomaly: str | None) -> dict:
-    """results.json in the checker's shape (analysis/checker.py): counts from the plain-Python
+    """results.json in the checker's shape (analysis/checking/checker.py): counts from the plain-Python
     reference checker, examples built from the injected ops. Written to RUN_DIR/results.json."""
-    from analysis import reference
-    from analysis.permissions import allowed as permitted
-    from analysis.registry import ANOMALIES
-    from analysis.verdict import decide, headline
+    from analysis.reference import checker as reference
+    from analysis.rules.permissions import allowed as permitted
+    from analysis.rules.registry import ANOMALIES
+    from analysis.rules.verdict import decide, headline
 
     events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     config = json.loads((run_dir / "config.json").read_text())

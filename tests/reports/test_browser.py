@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.dashboard import render_dashboard
-from analysis.report import render_report
+from analysis.report.dashboard import render_dashboard
+from analysis.report.page import render_report
 from tests.browser import ensure_chromium, load_page
 from tests.reports.conftest import run_of
 from tests.reports.synth import clone_store, injectable, make_results, make_run

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from analysis import explain, reference
-from analysis.explain_text import first_examples
-from analysis.report import render_report
-from analysis.report_explain import clip
+from analysis.explain import explanations as explain
+
+from analysis.reference import checker as reference
+from analysis.explain.text import first_examples
+from analysis.report.page import render_report
+from analysis.report.explanations import clip
 from tests.reports.lost_runs import make_lost_run
 
 TIME = re.compile(r"\d\d:\d\d:\d\d\.\d{3} UTC")
@@ -178,7 +180,7 @@ def test_a_backward_read_is_placed_at_the_read_that_went_back(tmp_path: Path) ->
 def test_a_followers_start_line_names_the_current_leader_not_the_follower(tmp_path: Path) -> None:
     """4.x logs "Follower T-K starts at leader epoch E ... Current leader is L." on the follower: the
     leader is L, not the broker that wrote the line (a kafka17754 explanation named follower 2)."""
-    from analysis.explain_logs import LogView
+    from analysis.explain.logs import LogView
 
     for broker, text in (("2", "INFO [Broker id=2] Follower scenario-0 starts at leader epoch 0 from offset 0 with "
                                "partition epoch 0 and high watermark 0. Current leader is 1. Previous leader None and "
@@ -199,7 +201,8 @@ def test_a_torn_txns_unread_record_is_explained_as_proven_and_lost_after_a_full_
     """KAFKA-17754's shape: a txn of b1, b2 ends info (the client saw it fail), a read_committed
     reader returned b1, so the txn committed; b2 was never read. The sentence says why the write
     counts although it was never acknowledged, and that a complete drain makes it lost."""
-    from analysis import explain, reference
+    from analysis.explain import explanations as explain
+    from analysis.reference import checker as reference
     from tests.analysis.histories import Builder, _txn, write_run
 
     b = Builder()
@@ -219,7 +222,7 @@ def test_a_torn_txns_unread_record_is_explained_as_proven_and_lost_after_a_full_
 
 
 def test_a_fault_on_two_brokers_takes_the_plural() -> None:
-    from analysis.explain_text import faults_phrase
+    from analysis.explain.text import faults_phrase
 
     cut = {"fault": "start-partition", "label": "partition → brokers 3,2", "targets": [3, 2], "roles": {}}
     kill = {"fault": "kill", "label": "kill → broker 2", "targets": [2], "roles": {}}
@@ -228,7 +231,7 @@ def test_a_fault_on_two_brokers_takes_the_plural() -> None:
 
 
 def test_report_says_why_replicas_diverged(tmp_path: Path) -> None:
-    from analysis.replica_evidence import read_replica_divergence
+    from analysis.explain.replica_evidence import read_replica_divergence
 
     run_dir, _ = make_lost_run(tmp_path, "replicas", lost=0, errors=False)
     same = {"diverged": False, "first_offset": None, "diverged_offsets": 0, "log_end_offsets": {"1": 4, "2": 4}, "differences": []}

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from analysis import timeline
-from analysis.dashboard import render_dashboard
-from analysis.registry import ANOMALIES
-from analysis.report import render_report
-from analysis.report_commands import dashboard, report
+from analysis.explain import timeline
+from analysis.report.dashboard import render_dashboard
+from analysis.rules.registry import ANOMALIES
+from analysis.report.page import render_report
+from analysis.report.commands import dashboard, report
 from harness.errors import HarnessError
 from tests.reports.conftest import run_of
 from tests.reports.synth import injectable
@@ -156,8 +156,8 @@ def test_inline_report_is_one_interactive_file(tmp_path: Path, store: Path) -> N
 
 def test_report_stays_small_with_a_long_timeline(tmp_path: Path, store: Path) -> None:
     """A soak's thousands of bins are drawn in at most report_svg.MAX_COLUMNS columns."""
-    from analysis import report_charts
-    from analysis.report_svg import MAX_COLUMNS
+    from analysis.report import charts as report_charts
+    from analysis.report.svg import MAX_COLUMNS
 
     d = run_of(store, "clean")
     tl = timeline.build(d, json.loads((d / "config.json").read_text()))

@@ -7,8 +7,8 @@ import json
 import re
 from pathlib import Path
 
-from analysis import timeline
-from analysis.report import render_report
+from analysis.explain import timeline
+from analysis.report.page import render_report
 from tests.reports.lost_runs import make_lost_run
 
 

@@ -1,0 +1,1 @@
+"""The Spark checker: loads a history, finds the anomalies of the registry, and writes results.json."""

@@ -1,0 +1,322 @@
+"""The local checker: one Spark Connect server on loopback, started on the first check and reused by
+every later one (`harness run`, `harness check`, controls, scenarios), then stopped by itself once
+idle. Why: a check's own cost on a fresh JVM is mostly start-up, class loading and a cold JIT, paid
+again by every `harness run`; a warm server answers in a fraction of it (bench/bench_overhead.py).
+
+It is a supervisor (`python -m analysis.checking.spark_server`, detached from the caller's session) that
+starts the JVM as its child, writes STATE (port, token, pids, log) into a 0700 folder, and watches:
+no client connected for IDLE_S → it stops the JVM and removes STATE. The JVM dies with the
+supervisor (PR_SET_PDEATHSIG), so a SIGKILLed supervisor does not leave a JVM behind either.
+The token keeps other local users out (a Connect client can run Python on the server).
+
+KAFKA_CHAOS_CHECKER_DIR moves the folder (the test suite points it at its own and stops what it
+finds there at the end); KAFKA_CHAOS_CHECKER_IDLE sets the idle limit in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+from harness.errors import HarnessError
+
+IDLE_S = 600.0
+READY_S = 180.0  # a cold JVM on a 2-core machine shared with four others took up to 60 s to listen
+LOOPBACK = "127.0.0.1"
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def home() -> Path:
+    """The server's folder: one per user and checkout, so two worktrees never check with each
+    other's code (the server's Python workers import this checkout's analysis/)."""
+    tag = hashlib.sha1(str(ROOT).encode()).hexdigest()[:8]
+    path = Path(os.environ.get("KAFKA_CHAOS_CHECKER_DIR") or Path(tempfile.gettempdir()) / f"kafka-chaos-checker-{os.getuid()}-{tag}")
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+    return path
+
+
+def idle_limit() -> float:
+    return float(os.environ.get("KAFKA_CHAOS_CHECKER_IDLE") or IDLE_S)
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie, exited but not yet reaped by the process that started it, is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _is_ours(pid: int) -> bool:
+    """The pid is still our supervisor (not a recycled pid)."""
+    try:
+        return b"analysis.checking.spark_server" in Path(f"/proc/{pid}/cmdline").read_bytes() and _alive(pid)
+    except OSError:
+        return _alive(pid)  # no /proc: trust the pid
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts connections on loopback `port` now."""
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _connections(port: int) -> int:
+    """Clients connected to the server on `port` now (Linux /proc: the server's accepted sockets,
+    whose local port is `port`), or -1 when they cannot be counted. Both tables: the JVM listens
+    on an IPv6 socket even for 127.0.0.1, so its connections are in tcp6 (IPv4-mapped); reading
+    tcp alone saw none and let the idle clock stop a server in the middle of a check."""
+    count, local, readable = 0, f":{port:04X}", False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        readable = True
+        count += sum(1 for line in lines if (f := line.split()) and f[1].endswith(local) and f[3] == "01")
+    return count if readable else -1
+
+
+def read_state(folder: Path | None = None) -> dict[str, Any] | None:
+    """The running server's state, or None (a stale file is removed)."""
+    path = (folder or home()) / "state.json"
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not _is_ours(int(state.get("pid", 0))):
+        path.unlink(missing_ok=True)
+        return None
+    return state
+
+
+def url(state: dict[str, Any]) -> str:
+    # "localhost", not 127.0.0.1: PySpark sends a token only over TLS or, for localhost, over
+    # gRPC's local credentials.
+    return f"sc://localhost:{state['port']}/;token={state['token']}"
+
+
+def last_used(state: dict[str, Any], folder: Path | None = None) -> float:
+    """When a client last started a check (the state file's mtime, touched by `ensure`)."""
+    try:
+        return ((folder or home()) / "state.json").stat().st_mtime
+    except OSError:
+        return float(state.get("started", 0))
+
+
+def clients(state: dict[str, Any]) -> int:
+    """Clients connected to the server now (-1: cannot tell)."""
+    return _connections(int(state["port"]))
+
+
+def touch(folder: Path | None = None) -> None:
+    """A client used the server now (the idle clock restarts)."""
+    with contextlib.suppress(OSError):
+        os.utime((folder or home()) / "state.json")
+
+
+@contextlib.contextmanager
+def _lock(folder: Path) -> Iterator[None]:
+    with open(folder / "start.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # two checks starting at once start one server
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def code_stamp() -> str:
+    """This interpreter, PySpark and analysis/'s sources: a server started from other code is not
+    reused (its reused Python workers keep the modules they imported when they started)."""
+    import pyspark
+
+    parts = [sys.executable, pyspark.__version__] + [f"{p.name}:{p.stat().st_mtime_ns}" for p in sorted((ROOT / "analysis").rglob("*.py"))]
+    return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def ensure(driver_memory: str = "2g", timeout_s: float = READY_S) -> dict[str, Any] | None:
+    """The running server's state, starting one (and waiting until it listens) when none runs.
+    None when a server of older code is still serving a check (the caller checks embedded)."""
+    folder, stamp = home(), code_stamp()
+    with _lock(folder):
+        state = read_state(folder)
+        if state is not None and state.get("ready") and state.get("code") != stamp:
+            if _connections(int(state["port"])) != 0:
+                return None
+            stop(folder)
+            state = None
+        if state is not None and state.get("ready"):
+            touch(folder)
+            return state
+        if state is not None:  # a start whose caller gave up or died: start afresh
+            stop(folder)
+        log = folder / "server.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "analysis.checking.spark_server", "--dir", str(folder),
+                                     "--driver-memory", driver_memory, "--idle", str(idle_limit())],
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True, cwd="/")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            state = read_state(folder)
+            if state is not None and state.get("ready"):
+                return state
+            if proc.poll() is not None:
+                break
+            time.sleep(0.25)
+        if proc.poll() is None:
+            stop_pid(proc.pid)
+        raise HarnessError(f"the local checker (Spark Connect) did not start within {timeout_s:.0f} s: {_last_line(log)}",
+                           hint=f"its log is {log}; is Java 17 or later installed (`java -version`)? Or check on an "
+                                "embedded Spark with --spark-master 'local[*]'")
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    errors = [line for line in lines if "Exception" in line or "Error" in line]
+    return (errors or lines or ["no output"])[-1][:300]
+
+
+def stop_pid(pid: int, timeout_s: float = 30.0) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def stop(folder: Path | None = None) -> dict[str, Any] | None:
+    """Stop the running server (its supervisor stops the JVM); the state it had, or None."""
+    state = read_state(folder)
+    if state is not None:
+        stop_pid(int(state["pid"]))
+        if state.get("jvm_pid") and _alive(int(state["jvm_pid"])):
+            stop_pid(int(state["jvm_pid"]), 10)
+        ((folder or home()) / "state.json").unlink(missing_ok=True)
+    return state
+
+
+# --- the supervisor (python -m analysis.checking.spark_server) ------------------------------------------
+
+def _jvm_command(port: int, driver_memory: str) -> list[str]:
+    from analysis.checking.spark_conf import SERVER_CONF, SPARK_HOME, java_options
+
+    args = [str(SPARK_HOME / "bin" / "spark-submit"), "--class", SERVER_CLASS, "--master", "local[*]",
+            "--driver-memory", driver_memory, "--conf", f"spark.driver.extraJavaOptions={java_options()}",
+            "--conf", f"spark.connect.grpc.binding.address={LOOPBACK}", "--conf", f"spark.connect.grpc.binding.port={port}"]
+    for key, value in SERVER_CONF.items():
+        args += ["--conf", f"{key}={value}"]
+    return args + ["spark-internal"]
+
+
+def _die_with_parent() -> None:
+    os.setpgrp()
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: the JVM goes with its supervisor
+
+
+def serve(folder: Path, driver_memory: str, idle_s: float) -> int:
+    from analysis.checking.spark_conf import SPARK_HOME, free_port
+
+    port, token = free_port(), uuid.uuid4().hex
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_CONNECT_AUTHENTICATE_TOKEN": token,
+           "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": LOOPBACK}
+    for var in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_GATEWAY_PORT"):
+        env.pop(var, None)
+    jvm = subprocess.Popen(_jvm_command(port, driver_memory), env=env, stdin=subprocess.DEVNULL,
+                           preexec_fn=_die_with_parent, cwd=folder)
+    stopping = False
+
+    def on_term(signum: int, frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    path = folder / "state.json"
+    state = {"pid": os.getpid(), "jvm_pid": jvm.pid, "port": port, "token": token, "ready": False,
+             "started": time.time(), "idle_s": idle_s, "code": code_stamp(), "log": str(folder / "server.log"), "python": sys.executable}
+
+    def write(**changes: Any) -> None:
+        state.update(changes)
+        tmp = folder / "state.json.tmp"
+        tmp.write_text(json.dumps(state))
+        os.chmod(tmp, 0o600)
+        tmp.replace(path)
+
+    write()
+    last_used = time.time()
+    try:
+        while not stopping and jvm.poll() is None:
+            if not state["ready"] and listening(port):
+                write(ready=True, ready_at=time.time())
+                last_used = time.time()
+            if state["ready"]:
+                busy = _connections(port) > 0
+                with contextlib.suppress(OSError):
+                    last_used = max(last_used, path.stat().st_mtime)
+                if busy:
+                    last_used = time.time()
+                    touch(folder)  # `harness status` reads the idle time from the file
+                elif time.time() - last_used > idle_s:
+                    print(f"idle for {idle_s:.0f} s: stopping", flush=True)
+                    break
+            time.sleep(1.0)
+    finally:
+        if jvm.poll() is None:
+            jvm.terminate()
+            try:
+                jvm.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                jvm.kill()
+                jvm.wait(timeout=10)
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(path.read_text()).get("pid") == os.getpid():
+                path.unlink()
+    return 0 if stopping or jvm.returncode in (0, 143, -15) else 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="The local checker's supervisor (started by analysis.checking.spark_server.ensure).")
+    parser.add_argument("--dir", type=Path, required=True)
+    parser.add_argument("--driver-memory", default="2g")
+    parser.add_argument("--idle", type=float, default=IDLE_S)
+    args = parser.parse_args()
+    sys.exit(serve(args.dir, args.driver_memory, args.idle))
+
+
+if __name__ == "__main__":
+    main()

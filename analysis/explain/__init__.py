@@ -1,0 +1,1 @@
+"""Explanations: the story behind a verdict, from the history, the brokers' logs, replica dumps and producer ids."""

@@ -1,0 +1,1 @@
+"""Reports: a run's report.html, the store's dashboard and trends, and the terminal verdict."""

@@ -1,0 +1,269 @@
+"""One run's HTML report, `RUN_DIR/report.html`: verdict first, then run facts, the timeline
+(throughput, latency, consumer lag, faults as bands), each anomaly's examples with offset
+plots of the affected partitions, and links to the broker logs.
+
+The report only reads: results.json (the checker's verdict, never written here), config.json,
+cluster.json, the history, and the broker folders. Any of them may be missing; the page says so.
+A results.json that exists but is not the checker's JSON is an error (exit 2 from the CLI).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+
+from analysis.report import html
+from analysis.rules.registry import ANOMALIES, meaning
+from analysis.report.templates import REPORT
+from analysis.checking.results_file import RUN_FILES, stale_reason
+from harness.errors import HarnessError
+
+MAX_PARTITIONS_PER_KIND = 3
+MAX_OFFSET_PLOTS = 12
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any] | None:
+    """The JSON object in `path`, None when absent; HarnessError when it is not an object."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"{path}: {what} is not valid JSON ({exc}).",
+                           hint=f"re-create it (for results.json: python -m analysis check {path.parent})") from exc
+    if not isinstance(data, dict):
+        raise HarnessError(f"{path}: {what} must hold a JSON object.", hint=f"re-create it: python -m analysis check {path.parent}")
+    return data
+
+
+def load_results(run_dir: Path) -> dict[str, Any] | None:
+    """results.json checked for the fields the report uses; None when the run is not checked yet."""
+    results = _read_json(run_dir / "results.json", "results.json")
+    if results is None:
+        return None
+    missing = [k for k in ("verdict", "counts", "headline") if not isinstance(results.get(k), (str, dict))]
+    if missing:
+        raise HarnessError(f"{run_dir / 'results.json'}: malformed results (missing {', '.join(missing)}).",
+                           hint=f"re-run the check: python -m analysis check {run_dir}")
+    return results
+
+
+def _reproduce(config: dict[str, Any], run_dir: Path) -> str:
+    """The command line that repeats this run: `harness scenario run` for a scenario, else `harness
+    run --replay` of its config.json, which repeats every setting (each fault package's too) and
+    the executed fault schedule. It used to spell the flags out, and named only the partition and
+    kill/pause targets: a disk or power run's repeat lost its own settings."""
+    workload = str(config.get("workload", "queue"))
+    if workload.startswith("scenario:"):
+        args = ["python", "-m", "harness", "scenario", "run", workload.split(":", 1)[1]]
+        if config.get("kafka_version"):
+            args += ["--kafka-version", str(config["kafka_version"])]
+        return shlex.join(args)
+    return shlex.join(["python", "-m", "harness", "run", "--replay", str((run_dir / "config.json").resolve())])
+
+
+def _facts(run_dir: Path, config: dict[str, Any] | None, cluster: dict[str, Any] | None,
+           results: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    c = config or {}
+    run = (results or {}).get("run") or {}
+    prof = c.get("profile")
+    prof_text = (f"{prof.get('name', 'custom')} — {prof.get('description', '')}".rstrip(" —")
+                 if isinstance(prof, dict) else (run.get("profile") or "safe (no config.json)"))
+    seconds = c.get("seconds") or {}
+    drain = c.get("drain") or {}
+    undrained = drain.get("undrained") or {}  # partition -> why (absent in older runs)
+    drain_text = ("complete" if drain.get("complete") else
+                  ("INCOMPLETE (not drained: " + "; ".join(f"partition {p}: {why}" for p, why in undrained.items()) + ")"
+                   if undrained else f"INCOMPLETE (timed out on partitions {drain.get('timed_out_partitions')})")
+                  ) if drain else "not recorded"
+    nem = c.get("nemesis", run.get("nemesis"))
+    facts = [
+        ("run id", c.get("run_id", run_dir.name)),
+        ("status", c.get("status", "unknown")),
+        ("Kafka version", c.get("kafka_version") or (cluster or {}).get("kafka_version") or run.get("kafka_version")),
+        ("brokers", c.get("brokers", len((cluster or {}).get("brokers") or []) or None)),
+        ("workload", f"{c.get('workload', run.get('workload', '?'))}: topic {c.get('topic', '?')}, "
+                     f"{c.get('partitions', '?')} partitions × RF {c.get('replication_factor', '?')}, "
+                     f"{c.get('producers', '?')} producers, {c.get('consumers', '?')} consumers, "
+                     f"target {html.fmt(c.get('rate'))} sends/s"),
+        ("client profile", prof_text),
+        ("nemeses", ", ".join(nem) if nem else "none (fault-free run)"),
+        ("seed", c.get("seed", run.get("seed"))),
+        ("duration", f"workload {html.fmt(seconds.get('workload', c.get('time_limit_s')))} s"
+                     + (f", heal {seconds['heal']} s" if "heal" in seconds else "")
+                     + (f", drain {seconds['drain']} s" if "drain" in seconds else "")
+                     + (f", cluster start {seconds['cluster_ready']} s" if "cluster_ready" in seconds else "")),
+        ("final drain", drain_text),
+    ]
+    lag = (results or {}).get("realtime_lag")  # a measurement (analysis/checking/lag.py), absent in older results
+    if isinstance(lag, dict):
+        w = lag.get("worst") or {}
+        facts.append(("consumer realtime lag", f"max {html.fmt(lag.get('max_ms'))} ms (process {w.get('process')}, "
+                      f"partition {w.get('key')}), p50 {html.fmt(lag.get('p50_ms'))} ms, p99 {html.fmt(lag.get('p99_ms'))} ms"))
+    if cluster and isinstance(cluster.get("client"), dict):
+        facts.append(("client library", ", ".join(f"{k} {v}" for k, v in cluster["client"].items())))
+    if c.get("failure"):
+        facts.append(("failure", c["failure"]))
+    return facts
+
+
+def _op_text(op: dict[str, Any], clock: Any = None) -> str:
+    t = op.get("time")
+    when = f"{t / 1e9:.3f}s" if isinstance(t, (int, float)) else "?"
+    utc = clock.utc(t / 1e9) if clock is not None and isinstance(t, (int, float)) else None
+    return f"#{op.get('index')} @{when}{f' ({utc})' if utc else ''} p{op.get('process')} {op.get('f')} {op.get('type')}"
+
+
+def _example_rows(name: str, examples: list[dict[str, Any]], clock: Any = None) -> list[dict[str, str]]:
+    rows = []
+    for ex in examples:
+        where = ex.get("offsets") or ([f"{p.get('key')}/{p.get('offset')}" for p in ex.get("positions") or []]) or ex.get("offset")
+        values = ex.get("values") or ex.get("value")
+        extra = {k: v for k, v in ex.items() if k not in {"key", "offset", "offsets", "positions", "value", "values", "ops"}}
+        rows.append({
+            "key": html.fmt(ex.get("key")),
+            "where": ", ".join(map(str, where)) if isinstance(where, list) else html.fmt(where),
+            "vals": ", ".join(map(str, values)) if isinstance(values, list) else html.fmt(values),
+            "extra": ", ".join(f"{k}={v}" for k, v in extra.items()),
+            "ops": "; ".join(_op_text(o, clock) for o in ex.get("ops") or [] if isinstance(o, dict)),
+        })
+    return rows
+
+
+def _files(run_dir: Path) -> list[dict[str, Any]]:
+    """Links (relative to the report) to every broker's logs and the run's own files."""
+    out = []
+    brokers = run_dir / "brokers"
+    if brokers.is_dir():
+        ids = sorted((p for p in brokers.iterdir() if p.is_dir()), key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit() else 0, p.name))
+        for b in ids:
+            for name in ("server.log", "stdout.log", "controller.log", "state-change.log"):
+                if (b / name).is_file():
+                    out.append({"group": f"broker {b.name}", "href": f"brokers/{b.name}/{name}", "name": name,
+                                "size": (b / name).stat().st_size})
+    for name in ("results.json", "config.json", "cluster.json", "history.jsonl", "history.parquet", "FAILED"):
+        if (run_dir / name).is_file():
+            out.append({"group": "run", "href": name, "name": name, "size": (run_dir / name).stat().st_size})
+    return out
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def render_report(run_dir: Path | str, output: Path | str | None = None, inline: bool = False) -> Path:
+    """Write report.html (into RUN_DIR, or `output`) and return its path: charts as static SVG
+    (a small page that draws anywhere, with no script and no other file), or with `inline`,
+    interactive Plotly charts with Plotly's JavaScript inlined (one ~5 MB file). Raises HarnessError for a
+    missing run directory or a malformed results.json/config.json; anything else missing is shown
+    on the page. Results are read from `output` when it holds a results.json (`check --output`),
+    else from RUN_DIR; results that no longer describe the history are refused, with the reason."""
+    from analysis.report import charts
+    from analysis.explain import timeline
+    from analysis.rules.permissions import allowed as permitted
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise HarnessError(f"{run_dir}: no such run directory.", hint="pass a folder written by `python -m harness run` (<store>/<run-id>)")
+    out = Path(output) if output is not None else run_dir
+    results_dir = out if (out / "results.json").is_file() else run_dir
+    if not any((d / name).is_file() for d in {run_dir, results_dir} for name in RUN_FILES):
+        # An empty or unrelated folder used to get a 4.8 MB "not checked yet" page and exit 0.
+        raise HarnessError(f"{run_dir} holds no run: none of {', '.join(RUN_FILES)} is there.",
+                           hint="pass a folder written by `python -m harness run` (<store>/<run-id>); "
+                                "`python -m harness dashboard STORE` lists a store's runs")
+    results = load_results(results_dir)
+    config = _read_json(run_dir / "config.json", "config.json")
+    cluster = _read_json(run_dir / "cluster.json", "cluster.json")
+
+    problems: list[str] = []
+    stale = stale_reason(run_dir, results, results_dir / "results.json") if results else None
+    if stale:  # a verdict drawn from another history is no verdict: shown as not checked, with why
+        problems.append(f"results.json is stale, so no verdict is shown: {stale}")
+        results = None
+    if config is None:
+        problems.append("config.json is missing: run facts are incomplete and the safe profile's permissions are assumed.")
+    tl = None
+    try:
+        tl = timeline.build(run_dir, config)
+    except timeline.TimelineError as exc:
+        problems.append(f"the history could not be read, so there is no timeline: {exc}")
+
+    from analysis.report import explanations as report_explain
+    explained, clock, why = report_explain.explanations(run_dir, results, config)
+    problems += [why] if why else []
+    from analysis.explain.explanations import clock as run_clock
+
+    clk = run_clock(run_dir, config, tl.duration_s if tl is not None else None)  # UTC beside run times
+    allow, rules = (results.get("allowed", []), results.get("allowed_by", [])) if results else permitted(config)
+    counts = (results or {}).get("counts") or {}
+    examples = (results or {}).get("examples") or {}
+    kinds = []
+    plots: list[Markup] = []
+    n_plots = 0
+    for name in ANOMALIES:
+        found = counts.get(name, 0) or 0
+        ex = examples.get(name) or []
+        kind = {"name": name, "count": found, "allowed": name in allow, "definition": meaning(name),
+                "rows": _example_rows(name, ex, clk), "plots": [], "shown": len(ex),
+                "explained": report_explain.render(name, explained.get(name) or [], clock)}
+        if found and ex and tl is not None:
+            pts = charts.anomaly_points(name, ex, explained.get(name))
+            for key in list(dict.fromkeys(pts["key"].tolist()))[:MAX_PARTITIONS_PER_KIND]:
+                if n_plots >= MAX_OFFSET_PLOTS:
+                    break
+                n_plots += 1
+                kind["plots"].append(_offsets(tl, key, {name: pts}, f"plot-offsets-{name}-{key}", inline))
+        if found:
+            kinds.append(kind)
+    timeline_html = _timeline(tl, inline) if tl is not None else None
+
+    verdict = results["verdict"] if results else "unchecked"
+    body = html.env().from_string(REPORT).render(
+        run_id=(config or {}).get("run_id", run_dir.name), run_dir=str(run_dir.resolve()),
+        verdict=verdict, results=results, headline=(results or {}).get("headline") or {},
+        reasons=(results or {}).get("reasons") or [], forbidden=(results or {}).get("forbidden") or [],
+        counts=[{"name": n, "count": counts.get(n), "allowed": n in allow, "definition": meaning(n)} for n in ANOMALIES],
+        allowed=allow, rules=rules, facts=_facts(run_dir, config, cluster, results),
+        command=(config or {}).get("command_line"), reproduce=_reproduce(config, run_dir) if config else None,
+        tl=tl, timeline=timeline_html, kinds=kinds, files=[{**f, "size": _size(f["size"]), "href": _href(f["href"], run_dir, out)}
+                                                           for f in _files(run_dir)],
+        problems=problems, generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        check_cmd=f"python -m analysis check {run_dir}",
+        replicas=(results or {}).get("replica_divergence"),
+        no_faults=report_explain.no_faults(config, tl), timeline_tables=report_explain.timeline_tables(tl, run_dir, config),
+        extra_css=report_explain.CSS, utc=lambda t: clk.utc(t) or "",
+    )
+    title = f"{verdict.upper()} · Kafka run {(config or {}).get('run_id', run_dir.name)}"
+    return html.write_atomic(out / "report.html", html.page(title, body, plotly=inline))
+
+
+def _timeline(tl: Any, inline: bool) -> Markup:
+    from analysis.report import charts as report_charts
+    if not inline:
+        return report_charts.timeline_chart(tl)
+    from analysis.report import figures as report_figures
+    return html.figure_html(report_figures.timeline_figure(tl), "plot-timeline")
+
+
+def _offsets(tl: Any, key: int, points: dict[str, Any], div_id: str, inline: bool) -> Markup:
+    from analysis.report import charts as report_charts
+    if not inline:
+        return report_charts.offset_chart(tl, key, points, div_id)
+    from analysis.report import figures as report_figures
+    return html.figure_html(report_figures.offset_figure(tl, key, points), div_id)
+
+
+def _href(href: str, run_dir: Path, out: Path) -> str:
+    """A run file's link from a report written elsewhere (`report --output`)."""
+    return href if out == run_dir else os.path.relpath(run_dir / href, out)

@@ -1,0 +1,1 @@
+"""Experiments over many seeded runs: calibration (positive and negative controls), detection power, and regression recipes."""

@@ -1,0 +1,181 @@
+"""`controls` and `detect`: the commands that measure the harness itself, over many seeded runs.
+
+- `controls`: does it find loss where the configuration allows it, and nothing where it does not
+  (harness/experiments/calibration.py)?
+- `detect`: how often does its random schedule find the real bugs of old Kafka versions on its
+  own, and does it stay quiet on versions without them (harness/experiments/detection.py, issue 21)?
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from harness.experiments.regression import Recipe
+
+console = Console(stderr=True)
+
+
+def _packages(nemesis: str, what: str) -> tuple[str, ...]:
+    from harness.run.settings import split_list
+    from nemesis.runner import build_nemeses
+
+    packages = tuple(p for p in split_list(nemesis) if p != "none")
+    build_nemeses(list(packages))  # bad package names: exit 2 before anything starts
+    if not packages:
+        raise click.BadParameter(f"{what} need at least one fault package", param_hint="--nemesis")
+    return packages
+
+
+@click.command()
+@click.option("--seeds", default=10, show_default=True, type=click.IntRange(1, 100), help="Seeds 1..N for each control.")
+@click.option("--time-limit", default=120.0, show_default=True, type=float, help="Seconds of workload per run.")
+@click.option("--nemesis-interval", default=10.0, show_default=True, type=float)
+@click.option("--rate", default=500.0, show_default=True, type=float)
+@click.option("--store", default="store/controls", show_default=True, type=click.Path(file_okay=False))
+@click.option("--spark-master", default=None, metavar="URL")
+@click.option("--only", type=click.Choice(["unsafe", "safe"]), default=None,
+              help="Run one control only (e.g. re-measure the negative control after a change).")
+@click.option("--nemesis", default="kill,partition", show_default=True,
+              help="Fault packages of every control run, e.g. power (safe is expected to lose data when every broker "
+                   "loses power at once: docs/power.md).")
+def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float, store: str, spark_master: str | None,
+             only: str | None, nemesis: str) -> None:
+    """Positive and negative controls: `unsafe` must show loss or divergence under the --nemesis faults (kill+partition
+    by default), `safe` nothing forbidden.
+
+    Prints a Markdown table (detection rates and every run). Exit 0 when both controls hold
+    (positive: at least 90 % of seeds; negative: every seed valid), 1 when not, 2 on bad input
+    or broken infrastructure."""
+    from analysis.checking.spark import get_session
+    from harness.experiments.calibration import run_controls
+    from harness.run.directory import prepare_store
+
+    packages = _packages(nemesis, "the controls")
+    target = prepare_store(Path(store))
+    spark = get_session(spark_master)
+    result = run_controls(
+        target, list(range(1, seeds + 1)), time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate, spark=spark,
+        profiles=(only,) if only else None, packages=packages,
+        on_run=lambda r: console.print(f"{r.profile} seed {r.seed}: {r.verdict}, lost {r.lost}, diverged {r.diverged}, "
+                                       f"duplicated {r.duplicated}"),
+    )
+    click.echo(result.markdown())
+    summary = result.summary()
+    holds = (summary["positive"]["found_loss_or_divergence"] >= 0.9 * summary["positive"]["seeds"]
+             and summary["negative"]["valid"] == summary["negative"]["seeds"])  # a control not run holds vacuously
+    sys.exit(0 if holds else 1)
+
+
+@click.command()
+@click.option("--kafka-versions", default="0.10.2.2,1.1.1,3.9.2,4.3.1", show_default=True,
+              help="Comma-separated Kafka versions; each runs `safe` (`no-idempotence` before 0.11, which has no idempotent producer).")
+@click.option("--profile", default=None, metavar="NAME",
+              help="Run this client profile on every version instead (e.g. acks1: a writer with nothing pending on the "
+                   "old leader, which KIP-279's divergence needs); a separate measurement in the ledger.  [default: safe, "
+                   "or no-idempotence before 0.11]")
+@click.option("--seeds", default="10", show_default=True, help="A count N (seeds 1..N), a list '3,7' or a range '5..8'.")
+@click.option("--time-limit", default=120.0, show_default=True, type=float, help="Seconds of workload per run.")
+@click.option("--nemesis", default="kill,partition,pause", show_default=True, help="Random fault packages of every run.")
+@click.option("--nemesis-interval", default=10.0, show_default=True, type=float)
+@click.option("--rate", default=500.0, show_default=True, type=float)
+@click.option("--store", default="store/detection", show_default=True, type=click.Path(file_okay=False),
+              help="Run directories go to STORE/<version>/; every finished run is appended to STORE/detection.jsonl, "
+                   "and runs already there are not repeated (a stopped sweep resumes).")
+@click.option("--spark-master", default=None, metavar="URL")
+@click.option("--compare-replicas", is_flag=True, help="Each run also dumps and compares every replica after its drain "
+              "(run --compare-replicas): divergence the clients never read counts. A separate measurement in the ledger.")
+@click.option("--crash-clients", default=None, type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Each run crashes its producers after a random life of mean SECONDS (run --crash-clients). "
+                   "A separate measurement in the ledger.")
+@click.option("--markdown", "markdown_out", default=None, type=click.Path(dir_okay=False),
+              help="Also write the tables to this Markdown file.")
+@click.option("--recipes", is_flag=True, help="Run each version under its measured recipe (harness/experiments/regression.py: "
+              "0.10.2.2 heir with replicas compared; 1.1.1 transfer with replicas compared and crash-clients 5; "
+              "any other the compound mix) instead of --nemesis/--compare-replicas/--crash-clients: issue 21's "
+              "measurement in one command.")
+@click.pass_context
+def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: str, time_limit: float, nemesis: str,
+           nemesis_interval: float, rate: float, store: str, spark_master: str | None, compare_replicas: bool,
+           crash_clients: float | None, markdown_out: str | None, recipes: bool) -> None:
+    """Detection power of the random schedule: `safe` runs under role-aware kill, partition and
+    pause faults, per Kafka version and seed, counting the runs that are invalid because of a
+    forbidden loss or divergence.
+
+    0.10.2.2 (KIP-101 scenario 1) and 1.1.1 (KIP-279) had such bugs and should be found; 3.9.2 and
+    4.3.1 should come out valid. Prints each run as it ends and then two Markdown tables. Exit 0
+    once every run has a verdict (findings are measurements, not failures), 2 on bad input or
+    broken infrastructure."""
+    from harness.experiments.detection import Detection, profile_for, run_detection
+    from harness.run.directory import prepare_store
+    from harness.run.settings import parse_seeds, split_list
+    from harness.provision.kafka_jars import parse_version
+
+    try:
+        seed_list = list(parse_seeds(seeds))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--seeds") from None
+    versions = list(split_list(kafka_versions))
+    if not versions:
+        raise click.BadParameter("give at least one Kafka version", param_hint="--kafka-versions")
+    for version in versions:
+        parse_version(version)  # a malformed version: exit 2 now, not after an hour of other versions
+        if profile is not None:  # an unknown profile, or one the version cannot serve: exit 2 before any cluster
+            from workloads.profiles import get_profile, refuse_unsupported
+
+            refuse_unsupported(get_profile(profile), "queue", version)
+    if recipes:
+        given = [f"--{n.replace('_', '-')}" for n in ("nemesis", "compare_replicas", "crash_clients")
+                 if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]
+        if given:
+            raise click.UsageError(f"--recipes chooses each version's faults; drop {', '.join(given)}")
+    plans = _plans(versions, nemesis, compare_replicas, crash_clients, recipes)
+    target = prepare_store(Path(store))
+    total = len(versions) * len(seed_list)
+    # The seeds as resolved: '--seeds 8' is a count (1..8), and it once ran seeds 1-7 again by mistake.
+    named = (f"{seed_list[0]}..{seed_list[-1]}" if len(seed_list) > 2 and seed_list == list(range(seed_list[0], seed_list[-1] + 1))
+             else ",".join(map(str, seed_list)))
+    console.print(f"{total} run(s) × seeds {named}, {time_limit:g} s each: "
+                  + "; ".join(f"{', '.join(f'{v} ({profile_for(v, profile)})' for v in vs)} under {r.label}"
+                              for vs, r in plans) + f"; ledger {target / 'detection.jsonl'}")
+    seen = [0]
+
+    def progress(r, recorded: bool) -> None:  # type: ignore[no-untyped-def]
+        seen[0] += 1
+        what = "FAILED: " + r.failed if r.failed else f"{r.verdict}, lost {r.lost}, diverged {r.diverged}, duplicated {r.duplicated}"
+        console.print(f"[{seen[0]}/{total}] {r.version} seed {r.seed}: {what}{' (recorded earlier)' if recorded else ''}"
+                      f"{'  FOUND' if r.found else ''}", highlight=False)
+
+    spark = None
+    if spark_master is not None:
+        from analysis.checking.spark import get_session
+
+        spark = get_session(spark_master)
+    runs = []
+    for vs, r in plans:
+        runs += run_detection(target, vs, seed_list, time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate,
+                              packages=_packages(r.nemesis.replace("+", ","), "detection runs"), spark=spark,
+                              on_run=progress, compare_replicas=r.compare_replicas, profile=profile,
+                              crash_clients_s=r.crash_clients_s).runs
+    result = Detection(runs)
+    text = result.markdown()
+    click.echo(text)
+    if markdown_out:
+        Path(markdown_out).write_text(text + "\n")
+
+
+def _plans(versions: list[str], nemesis: str, compare: bool, crash: float | None,
+           recipes: bool) -> list[tuple[list[str], Recipe]]:
+    """(versions, recipe) per measurement: the options' one for all versions, or with --recipes
+    each version's own (harness/experiments/regression.py)."""
+    from harness.experiments.regression import Recipe, recipe_for
+
+    if not recipes:
+        packages = _packages(nemesis, "detection runs")  # bad package names: exit 2 before anything starts
+        return [(versions, Recipe("+".join(packages), compare_replicas=compare, crash_clients_s=crash))]
+    return [([v], recipe_for(v)) for v in versions]
