@@ -58,6 +58,7 @@ class ChaosSettings:
     runner: str
     regression_versions: tuple[str, ...] = ()  # empty unless --chaos-regression
     shard: tuple[int, int] = (1, 1)  # --chaos-shard I/N: this job runs share I of N
+    retries: int = 1  # --chaos-retries: a run that ended with no verdict (the harness's failure) runs again
 
     def mine(self, items: list[Any]) -> list[Any]:
         """This shard's share of `items`: every N-th from the I-th, so each job gets a mix of the matrix."""
@@ -126,8 +127,14 @@ def parse_settings(config: pytest.Config) -> ChaosSettings:
         versions=versions, workloads=workloads, nemeses=nemeses, profiles=profiles,
         spark_master=opt("--spark-master"), runner=runner,
         regression_versions=_regression_versions(opt("--chaos-regression-versions")) if opt("--chaos-regression") else (),
-        shard=parse_shard(opt("--chaos-shard")),
+        shard=parse_shard(opt("--chaos-shard")), retries=_retries(opt("--chaos-retries")),
     )
+
+
+def _retries(value: int) -> int:
+    if value < 0:
+        raise pytest.UsageError(f"--chaos-retries {value}: give 0 (never retry) or more")
+    return value
 
 
 def _regression_versions(text: str) -> tuple[str, ...]:

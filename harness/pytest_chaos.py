@@ -48,6 +48,13 @@ class ChaosOutcome:
     report: Path | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    earlier: list["ChaosOutcome"] = field(default_factory=list)  # attempts that ended with no verdict, retried
+
+    @property
+    def retryable(self) -> bool:
+        """The harness could not finish the run or its check: no verdict says anything about Kafka.
+        A verdict (valid, invalid or unknown) is never retried away."""
+        return self.error is not None and (self.results or {}).get("verdict") not in ("valid", "invalid", "unknown")
 
 
 @dataclass
@@ -79,6 +86,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--chaos-regression-versions", default=",".join(REGRESSION_VERSIONS),
                 help=f"Versions of the regression set (default {','.join(REGRESSION_VERSIONS)}).")
     g.addoption("--chaos-runner", default=DEFAULT_RUNNER, metavar="MODULE:FUNCTION", help="Per-test runner (for the plugin's own tests).")
+    g.addoption("--chaos-retries", default=1, type=int, metavar="N",
+                help="Run a case again, up to N times, when it ended with no verdict for the harness's own reasons "
+                     "(a cluster that did not start, a check that failed); every attempt stays in the store and in "
+                     "the JUnit XML. A verdict, even invalid or unknown, is never retried (default 1; 0: never).")
     g.addoption("--chaos-shard", default=None, metavar="I/N",
                 help="Run only share I of N of the matrix (round-robin over its cases and regression versions), "
                      "for a CI matrix of N jobs; each job keeps its own store, and `dashboard` merges them.")
@@ -158,10 +169,26 @@ def chaos_run(request: pytest.FixtureRequest) -> Callable[[ChaosCase], ChaosOutc
                                            else get_session("local[2]", driver_memory="1g", shuffle_partitions=4))
         return config.stash[OWN_SPARK_KEY]
 
-    def run_case(case: ChaosCase) -> ChaosOutcome:
+    def attempt(case: ChaosCase) -> ChaosOutcome:
         began = time.monotonic()
         outcome = load_runner(settings.runner)(case, settings, spark)
         outcome.seconds.setdefault("total", round(time.monotonic() - began, 1))
+        return outcome
+
+    def run_case(case: ChaosCase) -> ChaosOutcome:
+        # A nightly that fails only for Kafka: a run the harness could not finish (a broker that did not
+        # start under CPU starvation, a check that failed) runs again with the same seed. The first
+        # attempt stays in the store (its FAILED marker says why) and in the JUnit XML (attemptN_*).
+        earlier: list[ChaosOutcome] = []
+        outcome = attempt(case)
+        while outcome.retryable and len(earlier) < settings.retries:
+            earlier.append(outcome)
+            config.stash[RUNS_KEY].append(RunLine(f"{case.id} (attempt {len(earlier)})", "FAILED", outcome.seconds["total"],
+                                                  str(outcome.run_dir or ""), f"retried: {outcome.error}"))
+            outcome = attempt(case)
+        outcome.earlier = earlier
+        for n, e in enumerate(earlier, 1):
+            request.node.user_properties += [(f"attempt{n}_run_dir", str(e.run_dir or "")), (f"attempt{n}_error", e.error or "")]
         results = outcome.results or {}
         head = results.get("headline") or {}
         props = {"run_id": outcome.run_dir.name if outcome.run_dir else "", "run_dir": str(outcome.run_dir or ""),
@@ -184,6 +211,8 @@ def describe(case: ChaosCase, outcome: ChaosOutcome) -> str:
              f"run directory: {outcome.run_dir}", f"report: {outcome.report or 'none written'}"]
     if outcome.error:
         lines.append(f"error: {outcome.error}")
+    for n, e in enumerate(outcome.earlier, 1):
+        lines.append(f"attempt {n} ended with no verdict and was retried: {e.error} (run directory {e.run_dir})")
     head = results.get("headline")
     if head:
         lines.append("headline: " + "  ".join(f"{k} {head.get(k)}" for k in ("lost", "duplicated", "reordered", "diverged")))

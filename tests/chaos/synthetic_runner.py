@@ -66,3 +66,19 @@ def client_duplicates_elsewhere(case: ChaosCase, settings: ChaosSettings, spark:
 def duplicates(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], Any]) -> ChaosOutcome:
     """One duplicate and no evidence of a client bug."""
     return _run(case, settings, "duplicate")
+
+
+def flaky(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], Any]) -> ChaosOutcome:
+    """The first attempt of each case cannot complete (as a broker that did not start); the next one runs."""
+    settings.store.mkdir(parents=True, exist_ok=True)
+    if not (settings.store / f"broken-{case.id}").exists():
+        return broken(case, settings, spark)
+    return _run(case, settings, None)
+
+
+def flaky_lossy(case: ChaosCase, settings: ChaosSettings, spark: Callable[[], Any]) -> ChaosOutcome:
+    """Fails to complete once, then finds a lost write: the retry's verdict is the case's."""
+    settings.store.mkdir(parents=True, exist_ok=True)
+    if not (settings.store / f"broken-{case.id}").exists():
+        return broken(case, settings, spark)
+    return _run(case, settings, "lost-write")

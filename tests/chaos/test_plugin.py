@@ -228,3 +228,35 @@ def test_regression_passes_only_when_some_seed_finds_loss(suite, runner, passed)
         assert "no seed of Kafka 1.1.1 found a forbidden loss or divergence under transfer + compare-replicas + crash-clients 5" in text
         assert "measured: 1.1.1: 3 of 10 seeds found KIP-279's divergence" in text
         assert "queue-transfer-safe-1.1.1-cmp-crash5-seed1" in text and "seed2" in text  # 1.1.1's own recipe
+
+
+def test_a_run_with_no_verdict_is_retried_once_and_both_attempts_are_kept(suite):
+    xml = suite.path / "junit.xml"
+    result = run(suite, "flaky", "-k", "queue-kill-safe", "--junitxml", str(xml))
+    result.assert_outcomes(passed=1, deselected=11)
+    case = next(ET.parse(xml).getroot().iter("testcase"))
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["verdict"] == "valid" and props["attempt1_error"] == "cluster did not start"
+    assert (Path(props["attempt1_run_dir"]) / "FAILED").exists()  # the original stays in the store
+    assert Path(props["run_dir"]).is_dir() and props["run_dir"] != props["attempt1_run_dir"]
+    out = result.stdout.str()
+    assert "queue-kill-safe-4.3.1-seed1 (attempt 1)" in out and "FAILED" in out and "2 run(s) in" in out
+
+
+def test_a_verdict_is_never_retried_away(suite):
+    # The retry's invalid verdict is the case's: it fails, and the first attempt is named beside it.
+    result = run(suite, "flaky_lossy", "-k", "queue-kill-safe")
+    result.assert_outcomes(failed=1, deselected=11)
+    out = result.stdout.str()
+    assert "verdict invalid, expected valid" in out
+    assert "attempt 1 ended with no verdict and was retried: cluster did not start" in out
+    # An invalid verdict on the first attempt runs once: no second run directory.
+    result = run(suite, "lossy", "-k", "queue-kill-safe", "--chaos-store", str(suite.path / "store2"))
+    result.assert_outcomes(failed=1, deselected=11)
+    assert len([d for d in (suite.path / "store2").iterdir() if d.is_dir()]) == 1
+
+
+def test_retries_zero_never_retries(suite):
+    result = run(suite, "flaky", "-k", "queue-kill-safe", "--chaos-retries", "0")
+    result.assert_outcomes(failed=1, deselected=11)
+    assert "attempt 1" not in result.stdout.str()
