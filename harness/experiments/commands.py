@@ -113,27 +113,8 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
     broken infrastructure."""
     from harness.experiments.detection import Detection, profile_for, run_detection
     from harness.run.directory import prepare_store
-    from harness.run.settings import parse_seeds, split_list
-    from harness.provision.kafka_jars import parse_version
 
-    try:
-        seed_list = list(parse_seeds(seeds))
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--seeds") from None
-    versions = list(split_list(kafka_versions))
-    if not versions:
-        raise click.BadParameter("give at least one Kafka version", param_hint="--kafka-versions")
-    for version in versions:
-        parse_version(version)  # a malformed version: exit 2 now, not after an hour of other versions
-        if profile is not None:  # an unknown profile, or one the version cannot serve: exit 2 before any cluster
-            from workloads.profiles import get_profile, refuse_unsupported
-
-            refuse_unsupported(get_profile(profile), "queue", version)
-    if recipes:
-        given = [f"--{n.replace('_', '-')}" for n in ("nemesis", "compare_replicas", "crash_clients")
-                 if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]
-        if given:
-            raise click.UsageError(f"--recipes chooses each version's faults; drop {', '.join(given)}")
+    seed_list, versions = _checked(ctx, kafka_versions, profile, seeds, recipes)
     plans = _plans(versions, nemesis, compare_replicas, crash_clients, recipes)
     target = prepare_store(Path(store))
     total = len(versions) * len(seed_list)
@@ -167,6 +148,34 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
     click.echo(text)
     if markdown_out:
         Path(markdown_out).write_text(text + "\n")
+
+
+def _checked(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: str,
+             recipes: bool) -> tuple[list[int], list[str]]:
+    """The seeds and versions, every one checked before any cluster starts: bad input exits 2 now,
+    not after an hour of other versions."""
+    from harness.provision.kafka_jars import parse_version
+    from harness.run.settings import parse_seeds, split_list
+
+    try:
+        seed_list = list(parse_seeds(seeds))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--seeds") from None
+    versions = list(split_list(kafka_versions))
+    if not versions:
+        raise click.BadParameter("give at least one Kafka version", param_hint="--kafka-versions")
+    for version in versions:
+        parse_version(version)
+        if profile is not None:  # an unknown profile, or one the version cannot serve
+            from workloads.profiles import get_profile, refuse_unsupported
+
+            refuse_unsupported(get_profile(profile), "queue", version)
+    if recipes:
+        given = [f"--{n.replace('_', '-')}" for n in ("nemesis", "compare_replicas", "crash_clients")
+                 if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]
+        if given:
+            raise click.UsageError(f"--recipes chooses each version's faults; drop {', '.join(given)}")
+    return seed_list, versions
 
 
 def _plans(versions: list[str], nemesis: str, compare: bool, crash: float | None,
