@@ -59,8 +59,8 @@ class Nemesis:
     def invoke(self, action: str, params: dict[str, Any], rng: Any) -> dict[str, Any]:
         """Perform `action` ("start" or "stop") with seeded parameters; return what was done.
         Deciding apart from acting (Jepsen's generator and nemesis): a start is `plan`ned, then
-        `apply`d; a stop undoes (teardown). Nemeses that still decide inside their own invoke
-        override it (nemesis/README in docs/nemesis.md says which)."""
+        `apply`d; a stop undoes (teardown). Every package works this way; the kill sequences'
+        plans name their later steps by role (nemesis/sequence.py)."""
         if action != "start":
             return self.teardown()
         return self.apply(self.plan(params, rng))
@@ -72,9 +72,14 @@ class Nemesis:
         if params.get("targets") is not None:
             nodes, note = self.replay_nodes(params)
             if nodes is not None:
-                return {**params, "replay": note}
+                return {**self.replayed(params), "replay": note}
             return {**self.decide(self.look(), rng, params), "replay": note}
         return self.decide(self.look(), rng, params)
+
+    def replayed(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A replay's recorded parameters as a plan: as they are, unless a nemesis records its start
+        in another shape than it plans it (a kill sequence's plan names its later steps)."""
+        return params
 
     def decide(self, look: "Roles", rng: Any, given: dict[str, Any]) -> dict[str, Any]:
         """A fresh plan from one look and the seeded rng; `given` holds fields a replay recorded."""

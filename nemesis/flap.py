@@ -20,80 +20,23 @@ checkpointed high watermark before 0.11), then a seeded 0-`max_after_s` later th
 leader dies: a follower restarting and truncating, then the leader dying right after. Stop
 restarts the leader.
 
-Replay: the start's value keeps the brokers hit (`targets`, in order), the partition and the
-measured delays (`after_s`, `down_s`, `restart_first`); a replay hits the same brokers with the
-same delays, whoever leads in the new cluster.
+Both plan apart from acting (nemesis/sequence.py): the plan holds the first victim, the coins and
+the delays, and names the last step by its role ("new-leader", "leader"), which apply resolves when
+the step comes. Replay: the start's value keeps the brokers hit (`targets`, in order), the partition
+and the measured delays (`after_s`, `down_s`, `up_s`, `restart_first`); a replay's plan names those
+brokers, so it hits them with the same delays, whoever leads in the new cluster.
 """
 
 from __future__ import annotations
 
-import logging
 import random
 import time
 from typing import Any
 
 from harness.history.faults import KILL
-from nemesis import supervisor
-from nemesis.base import Nemesis
-from nemesis.registry import Package, Setting
+from nemesis.registry import Package
+from nemesis.sequence import KillSequence
 from nemesis.targets import Roles, choose_nodes, leader_node, no_target_reason
-
-log = logging.getLogger("nemesis")
-
-
-class KillSequence(Nemesis):
-    """Base of flap and rejoin: kills and restarts recorded one by one, victims restarted on stop."""
-
-    faults = (KILL,)
-    stop_f = KILL.stop  # what the supervisor records a refused restart's start again as
-    poll_s = 0.5
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.victims: dict[int, int | None] = {}  # node id -> PID killed
-
-    def kill(self, node: Any, value: dict[str, Any]) -> None:
-        value["pids"] = {str(node.node_id): node.pid_on_file()}
-        self.record(KILL.start, value)  # recorded as it strikes, as the kill package does
-        self.victims[node.node_id] = node.kill_process()
-
-    def restart(self, node: Any, step: str) -> None:
-        pid = supervisor.restart(self, node, step)
-        self.victims.pop(node.node_id, None)
-        self.record(KILL.stop, {"targets": [node.node_id], "pids": {str(node.node_id): pid}, "step": step})
-
-    def teardown(self) -> dict[str, Any]:
-        assert self.cluster is not None
-        undone = {str(i): supervisor.restart(self, self.cluster.node(i), f"{self.name}: heal") for i in sorted(self.victims)}
-        self.victims.clear()
-        value = {"targets": [int(k) for k in undone], "pids": undone}
-        if undone:  # a restart naming nobody would end every open kill band, the kill package's too
-            self.record(KILL.stop, value)
-        return value
-
-    def live_views(self) -> Any:
-        """Every broker not held down by this nemesis, asked for its metadata: a killed broker's
-        bootstrap would hold each poll for the full ask timeout."""
-        from harness.cluster.metadata_views import collect_views
-
-        assert self.cluster is not None
-        live = {b.node_id: f"127.0.0.1:{b.host_port}" for b in self.brokers if b.node_id not in self.victims}
-        return collect_views(live, timeout_s=2.0, rounds=2)
-
-    def fresh_look(self) -> Roles:
-        assert self.cluster is not None
-        return self.observe(self.topic, views=self.live_views)
-
-    def wait_until(self, deadline: float) -> None:
-        time.sleep(max(0.0, deadline - time.monotonic()))
-
-    def recorded(self, params: dict[str, Any]) -> list[Any] | None:
-        nodes, _ = self.replay_nodes(params)
-        return nodes
-
-    @staticmethod
-    def partition_of(aimed: str | None) -> int | None:
-        return int(aimed.rsplit("-", 1)[1]) if aimed else None
 
 
 class FlapNemesis(KillSequence):
@@ -109,88 +52,66 @@ class FlapNemesis(KillSequence):
         # KRaft when its heartbeats stop (broker.session.timeout.ms 9 s): the window covers both.
         self.window_s, self.max_delay_s = window_s, max_delay_s
 
-    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-        if action != "start":
-            return self.teardown()
-        assert self.cluster is not None
-        look, aimed = self.look(), {}
-        self.why: str | None = None
-        replayed = self.recorded(params)
-        if replayed is not None:
-            first, aimed = (replayed[0] if replayed else None), {"partition": params.get("partition")}
-        else:
-            first = self.first_leader(look, rng, aimed)
-        value: dict[str, Any] = {"target": "leader", "targets": [first.node_id] if first else [],
-                                 "roles": self.roles([first] if first else []), **aimed, "step": "flap: the leader"}
-        if replayed is not None:
-            value["replay"] = "recorded targets"
+    def decide(self, look: Roles, rng: random.Random, given: dict[str, Any]) -> dict[str, Any]:
+        """The first victim, the coin, and the second step by its role: the leader the live brokers
+        name next, struck a seeded 0-max_delay_s after it is seen."""
+        aimed: dict[str, Any] = {}
+        first, why = self.first_leader(look, rng, aimed)
+        plan: dict[str, Any] = {"target": "leader", "targets": [first] if first is not None else [], **aimed}
         if first is None:
-            reason = ("the replayed event names no broker" if replayed is not None
-                      else look.error or self.why or no_target_reason("leader", look, aimed))
-            return self.skip(KILL.start, value, reason)
-        restart_first = bool(params["restart_first"]) if "restart_first" in params else rng.random() < 0.5
+            return {**plan, "why": why}
+        restart_first = bool(given["restart_first"]) if "restart_first" in given else rng.random() < 0.5
+        then = {"who": "new-leader", "within_s": self.window_s, "wait_s": round(rng.uniform(0.0, self.max_delay_s), 3)}
+        return {**plan, "restart_first": restart_first, "then": then}
+
+    def replayed(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The recorded brokers in order, the second struck `after_s` after the first, as it was."""
+        targets = list(params["targets"])
+        then = ({"who": targets[1], "after_s": float(params["after_s"])} if len(targets) >= 2 and params.get("after_s") is not None
+                else {"who": None, "why": "the replayed event names no second broker"})
+        plan = {"target": "leader", "targets": targets[:1], "partition": params.get("partition"),
+                "restart_first": bool(params.get("restart_first")), "then": then}
+        return plan if targets else {**plan, "why": "the replayed event names no broker"}
+
+    def apply(self, plan: dict[str, Any]) -> dict[str, Any]:
+        nodes, value = self.opening(plan, "flap: the leader")
+        if not nodes:
+            return self.skip(KILL.start, value, plan["why"])
+        first, partition = nodes[0], plan.get("partition")
         struck = time.monotonic()
         self.kill(first, value)
-        partition = self.partition_of(aimed.get("partition"))
-        second, second_value = self.second(first, partition, params, replayed, struck, rng)
+        second, fields = self.resolve(plan["then"], struck, self.partition_of(partition), set(self.victims), nobody=lambda look, _: (
+            f"no new leader of {partition} within {self.window_s} s of the first kill "
+            f"(last seen: {None if look is None else look.leaders.get(self.partition_of(partition), look.error)})"))
+        then = {"target": "new-leader", "partition": partition, "step": "flap: the new leader", **fields}
         out = {**value, "targets": [first.node_id] + ([second.node_id] if second else []),
-               "restart_first": restart_first, "after_s": second_value.get("after_s")}
+               "restart_first": plan["restart_first"], "after_s": fields.get("after_s")}
         out.pop("step", None)
         if second is None:
-            self.skip(KILL.start, second_value, second_value.pop("why"))
+            self.skip(KILL.start, then, then.pop("why"))
             return out
-        self.kill(second, second_value)
-        if restart_first:  # back during the election that follows the second kill
+        self.kill(second, then)
+        if plan["restart_first"]:  # back during the election that follows the second kill
             self.restart(first, "flap: the first leader restarts during the next leader change")
-        out["roles"] = {**value["roles"], **second_value["roles"]}
+        out["roles"] = {**value["roles"], **then["roles"]}
         return out
 
-    def first_leader(self, look: Roles, rng: random.Random, aimed: dict[str, Any]) -> Any:
-        """The leader of a random partition that has another in-sync replica to elect. Measured on
-        1.1.1 (seed 1): 20 s after a flap, broker 2 led all 8 partitions alone in their ISRs; killing
-        it left every partition leaderless, and no second leader came (no candidate, not a miss)."""
+    def first_leader(self, look: Roles, rng: random.Random, aimed: dict[str, Any]) -> tuple[int | None, str | None]:
+        """The leader of a random partition that has another in-sync replica to elect, or why none.
+        Measured on 1.1.1 (seed 1): 20 s after a flap, broker 2 led all 8 partitions alone in their
+        ISRs; killing it left every partition leaderless, and no second leader came (no candidate)."""
         if look.error is not None:
-            return None
+            return None, look.error
         electable = {p: leader for p, leader in look.leaders.items()
                      if leader >= 0 and len(set(look.isrs.get(p, [])) - {leader}) >= 1}
         if not electable:
             if any(leader >= 0 for leader in look.leaders.values()):
-                self.why = f"no partition of {look.topic} has an in-sync replica besides its leader (ISRs {look.isrs})"
-                return None
-            return leader_node(self.cluster, look, rng, aimed)  # no leader at all: no_target_reason says why
+                return None, f"no partition of {look.topic} has an in-sync replica besides its leader (ISRs {look.isrs})"
+            node = leader_node(self.cluster, look, rng, aimed)  # no leader at all: no_target_reason says why
+            return (node.node_id, None) if node is not None else (None, no_target_reason("leader", look, aimed))
         partition = rng.choice(sorted(electable))
         aimed["partition"] = f"{look.topic}-{partition}"
-        assert self.cluster is not None
-        return self.cluster.node(electable[partition])
-
-    def second(self, first: Any, partition: int | None, params: dict[str, Any], replayed: list[Any] | None,
-               struck: float, rng: random.Random) -> tuple[Any, dict[str, Any]]:
-        """The partition's next leader (None, with `why` in the value, if none came within the window)
-        and the value of its kill, at the moment it should die."""
-        value: dict[str, Any] = {"target": "new-leader", "targets": [], "partition": params.get("partition"),
-                                 "step": "flap: the new leader"}
-        if replayed is not None:
-            if len(replayed) < 2 or params.get("after_s") is None:
-                return None, {**value, "roles": {}, "why": "the replayed event names no second broker"}
-            self.wait_until(struck + float(params["after_s"]))
-            node = replayed[1]
-            return node, {**value, "targets": [node.node_id], "roles": {str(node.node_id): []},
-                          "after_s": round(time.monotonic() - struck, 3), "replay": "recorded targets"}
-        assert self.topic is not None and partition is not None and self.cluster is not None
-        value["partition"] = f"{self.topic}-{partition}"
-        deadline, look = struck + self.window_s, None
-        while time.monotonic() < deadline:
-            look = self.fresh_look()
-            leader = look.leaders.get(partition, -1)
-            if leader >= 0 and leader not in self.victims:
-                self.wait_until(time.monotonic() + rng.uniform(0.0, self.max_delay_s))
-                node = self.cluster.node(leader)
-                return node, {**value, "targets": [leader], "roles": look.of([node]),
-                              "after_s": round(time.monotonic() - struck, 3)}
-            time.sleep(self.poll_s)
-        seen = None if look is None else look.leaders.get(partition, look.error)
-        return None, {**value, "roles": {}, "why": f"no new leader of {value['partition']} within {self.window_s} s "
-                                                   f"of the first kill (last seen: {seen})"}
+        return electable[partition], None
 
 
 class RejoinNemesis(KillSequence):
@@ -211,37 +132,57 @@ class RejoinNemesis(KillSequence):
         # of its start; the leader's death is spread over that time and the catch-up after it.
         self.max_after_s = max_after_s
 
-    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-        if action != "start":
-            return self.teardown()
+    def decide(self, look: Roles, rng: random.Random, given: dict[str, Any]) -> dict[str, Any]:
+        """A rejoined broker (else an in-sync follower), the rounds' seeded downs and ups, and the last
+        step by its role: the partition's leader as the cluster names it `after_s` after the last restart."""
         assert self.cluster is not None
-        look, aimed = self.look(), {}
-        replayed = self.recorded(params)
-        target = params.get("target") or "rejoined"
-        if replayed is not None:
-            nodes, aimed = replayed[:1], {"partition": params.get("partition")}
-        else:
-            nodes = choose_nodes(self.cluster, "rejoined", rng, self.topic, aimed, look) if look.error is None else []
-            if not nodes and look.error is None:
-                target, nodes = "follower", choose_nodes(self.cluster, "follower", rng, self.topic, aimed, look)
-        value: dict[str, Any] = {"target": target, "targets": [n.node_id for n in nodes], "roles": self.roles(nodes),
-                                 **aimed, "step": "rejoin: the follower"}
-        if replayed is not None:
-            value["replay"] = "recorded targets"
+        aimed: dict[str, Any] = {}
+        target = given.get("target") or "rejoined"
+        nodes = choose_nodes(self.cluster, "rejoined", rng, self.topic, aimed, look) if look.error is None else []
+        if not nodes and look.error is None:
+            target, nodes = "follower", choose_nodes(self.cluster, "follower", rng, self.topic, aimed, look)
+        plan: dict[str, Any] = {"target": target, "targets": [n.node_id for n in nodes], **aimed}
         if not nodes:
-            reason = ("the replayed event names no broker" if replayed is not None
-                      else look.error or no_target_reason("follower", look, aimed))
-            return self.skip(KILL.start, value, reason)
-        follower = nodes[0]
-        if replayed is not None:
-            downs, ups = [float(d) for d in params.get("down_s") or []], [float(u) for u in params.get("up_s") or []]
-            after = float(params.get("after_s") or 0.0)
-        else:
-            rounds = rng.randint(1, 3)
-            downs = [round(rng.uniform(*self.down_range_s), 3) for _ in range(rounds)]
-            ups = [round(rng.uniform(*self.up_range_s), 3) for _ in range(rounds - 1)]
-            after = round(rng.uniform(0.0, self.max_after_s), 3)
-        first_value = value
+            return {**plan, "why": look.error or no_target_reason("follower", look, aimed)}
+        rounds = rng.randint(1, 3)
+        downs = [round(rng.uniform(*self.down_range_s), 3) for _ in range(rounds)]
+        ups = [round(rng.uniform(*self.up_range_s), 3) for _ in range(rounds - 1)]
+        return {**plan, "down_s": downs, "up_s": ups, "then": {"who": "leader", "after_s": round(rng.uniform(0.0, self.max_after_s), 3)}}
+
+    def replayed(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The recorded follower, rounds and leader, the leader struck `after_s` after the last restart."""
+        targets, after = list(params["targets"]), float(params.get("after_s") or 0.0)
+        then = ({"who": targets[1], "after_s": after} if len(targets) >= 2
+                else {"who": None, "after_s": after, "why": "the replayed event names no leader"})
+        plan = {"target": params.get("target") or "rejoined", "targets": targets[:1], "partition": params.get("partition"),
+                "down_s": [float(d) for d in params.get("down_s") or []], "up_s": [float(u) for u in params.get("up_s") or []],
+                "then": then}
+        return plan if targets else {**plan, "why": "the replayed event names no broker"}
+
+    def apply(self, plan: dict[str, Any]) -> dict[str, Any]:
+        nodes, first_value = self.opening(plan, "rejoin: the follower")
+        if not nodes:
+            return self.skip(KILL.start, first_value, plan["why"])
+        follower, partition, after = nodes[0], plan.get("partition"), plan["then"]["after_s"]
+        self.bounce(follower, plan["down_s"], plan["up_s"], first_value)
+        out = {**first_value, "targets": [follower.node_id], "down_s": plan["down_s"], "up_s": plan["up_s"], "after_s": after}
+        out.pop("step", None)
+        leader, fields = self.resolve(plan["then"], time.monotonic(), self.partition_of(partition),
+                                      set(self.victims) | {follower.node_id}, nobody=lambda look, seen: (
+            (look.error if look is not None else None) or f"{partition} has no leader other than the follower now (leader: {seen})"))
+        then = {"target": "leader", "partition": partition, "step": "rejoin: the leader, after the follower's restart",
+                **fields, "after_s": after}
+        if leader is None:
+            self.skip(KILL.start, then, then.pop("why"))
+            return out
+        self.kill(leader, then)
+        out["targets"].append(leader.node_id)
+        out["roles"] = {**first_value["roles"], **then["roles"]}
+        return out
+
+    def bounce(self, follower: Any, downs: list[float], ups: list[float], first_value: dict[str, Any]) -> None:
+        """Kill the follower and restart it `downs[i]` later, each later round `ups[i - 1]` after the last restart."""
+        value = first_value
         for i, down in enumerate(downs):
             if i:  # each later round strikes again while the follower is coming back
                 self.wait_until(time.monotonic() + (ups[i - 1] if i - 1 < len(ups) else 0.0))
@@ -250,37 +191,6 @@ class RejoinNemesis(KillSequence):
             self.kill(follower, value)
             self.wait_until(struck + down)
             self.restart(follower, "rejoin: the follower restarts (truncating to its high watermark before 0.11)")
-        restarted = time.monotonic()
-        out = {**first_value, "targets": [follower.node_id], "down_s": downs, "up_s": ups, "after_s": after}
-        out.pop("step", None)
-        leader, leader_value = self.leader(follower, out, replayed, restarted + after)
-        if leader is None:
-            self.skip(KILL.start, leader_value, leader_value.pop("why"))
-            return out
-        self.kill(leader, leader_value)
-        out["targets"].append(leader.node_id)
-        out["roles"] = {**first_value["roles"], **leader_value["roles"]}
-        return out
-
-    def leader(self, follower: Any, out: dict[str, Any], replayed: list[Any] | None,
-               at: float) -> tuple[Any, dict[str, Any]]:
-        value: dict[str, Any] = {"target": "leader", "targets": [], "partition": out.get("partition"),
-                                 "after_s": out["after_s"], "step": "rejoin: the leader, after the follower's restart"}
-        self.wait_until(at)
-        if replayed is not None:
-            if len(replayed) < 2:
-                return None, {**value, "roles": {}, "why": "the replayed event names no leader"}
-            return replayed[1], {**value, "targets": [replayed[1].node_id], "roles": {str(replayed[1].node_id): []},
-                                 "replay": "recorded targets"}
-        assert self.cluster is not None
-        partition = self.partition_of(out.get("partition"))
-        look = self.fresh_look()
-        leader = look.leaders.get(partition, -1) if partition is not None else -1
-        if leader < 0 or leader == follower.node_id or leader in self.victims:
-            why = look.error or f"{out.get('partition')} has no leader other than the follower now (leader: {leader})"
-            return None, {**value, "roles": {}, "why": why}
-        node = self.cluster.node(leader)
-        return node, {**value, "targets": [leader], "roles": look.of([node])}
 
 
 PACKAGES = (

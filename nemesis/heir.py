@@ -36,8 +36,8 @@ import time
 from typing import Any
 
 from harness.history.faults import KILL
-from nemesis.flap import KillSequence
-from nemesis.registry import Package, Setting
+from nemesis.registry import Package
+from nemesis.sequence import KillSequence
 from nemesis.targets import Roles, no_target_reason
 
 HEIR_RULE = "the first in-sync replica after the leader in the partition's assignment order"
@@ -72,45 +72,43 @@ class HeirNemesis(KillSequence):
         # down: past the heir's own expiry (6-9 s), so the survivor is elected before they return.
         self.gap_range_s, self.down_range_s = tuple(gap_range_s), tuple(down_range_s)
 
-    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-        if action != "start":
-            return self.teardown()
-        assert self.cluster is not None
-        look = self.look()
-        replayed = self.recorded(params)
-        if replayed is not None:
-            pair, partition = replayed[:2], params.get("partition")
-            gap, down = float(params.get("gap_s") or 0.0), float(params.get("down_s") or 0.0)
-        else:
-            pair, partition, why = self.choose(look, rng)
-            gap, down = round(rng.uniform(*self.gap_range_s), 3), round(rng.uniform(*self.down_range_s), 3)
-        roles = self.roles(pair)  # both, as the one look saw them; each kill records its own
-        value: dict[str, Any] = {"target": "leader", "targets": [n.node_id for n in pair[:1]],
-                                 "roles": {str(n.node_id): roles.get(str(n.node_id), []) for n in pair[:1]},
-                                 "partition": partition, "step": "heir: the leader"}
-        if replayed is not None:
-            value["replay"] = "recorded targets"
+    def decide(self, look: Roles, rng: random.Random, given: dict[str, Any]) -> dict[str, Any]:
+        """Both victims from the one look (the heir is the replica the controller will pick, known
+        before anything dies) and the seeded gap and downtime: nothing is left to resolve later."""
+        pair, partition, why = self.choose(look, rng)
+        gap, down = round(rng.uniform(*self.gap_range_s), 3), round(rng.uniform(*self.down_range_s), 3)
+        plan = {"target": "leader", "targets": pair, "partition": partition, "gap_s": gap, "down_s": down}
+        return plan if len(pair) == 2 else {**plan, "why": why}
+
+    def replayed(self, params: dict[str, Any]) -> dict[str, Any]:
+        plan = {"target": "leader", "targets": list(params["targets"])[:2], "partition": params.get("partition"),
+                "gap_s": float(params.get("gap_s") or 0.0), "down_s": float(params.get("down_s") or 0.0)}
+        return plan if len(plan["targets"]) == 2 else {**plan, "why": "the replayed event names no leader and heir"}
+
+    def apply(self, plan: dict[str, Any]) -> dict[str, Any]:
+        pair, value = self.opening(plan, "heir: the leader", count=2)
+        roles = value["roles"]  # both, as the one look saw them; each kill records its own
+        value.update(targets=[n.node_id for n in pair[:1]], roles={str(n.node_id): roles[str(n.node_id)] for n in pair[:1]})
         if len(pair) < 2:
-            reason = "the replayed event names no leader and heir" if replayed is not None else why
-            return self.skip(KILL.start, value, reason)
-        leader, heir = pair[0], pair[1]
+            return self.skip(KILL.start, value, plan["why"])
+        leader, heir = pair
         struck = time.monotonic()
         self.kill(leader, value)
-        self.wait_until(struck + gap)
-        heir_value = {"target": "heir", "targets": [heir.node_id], "roles": {str(heir.node_id): roles.get(str(heir.node_id), [])},
-                      "partition": partition, "heir_of": leader.node_id, "rule": HEIR_RULE,
+        self.wait_until(struck + plan["gap_s"])
+        heir_value = {"target": "heir", "targets": [heir.node_id], "roles": {str(heir.node_id): roles[str(heir.node_id)]},
+                      "partition": plan["partition"], "heir_of": leader.node_id, "rule": HEIR_RULE,
                       "after_s": round(time.monotonic() - struck, 3),
                       "step": "heir: the replica the controller elects next, before it notices the leader died"}
         self.kill(heir, heir_value)
-        self.wait_until(time.monotonic() + down)
+        self.wait_until(time.monotonic() + plan["down_s"])
         for node in (leader, heir):
             if node.node_id in self.victims:
                 self.restart(node, "heir: back after the survivor's election")
-        out = {**value, "targets": [leader.node_id, heir.node_id], "roles": roles, "gap_s": gap, "down_s": down}
+        out = {**value, "targets": [leader.node_id, heir.node_id], "roles": roles, "gap_s": plan["gap_s"], "down_s": plan["down_s"]}
         out.pop("step", None)
         return out
 
-    def choose(self, look: Roles, rng: random.Random) -> tuple[list[Any], str | None, str]:
+    def choose(self, look: Roles, rng: random.Random) -> tuple[list[int], str | None, str]:
         """([leader, heir] of a random eligible partition, its name, why none if empty)."""
         assert self.cluster is not None
         if look.error is not None:
@@ -125,7 +123,7 @@ class HeirNemesis(KillSequence):
         pool = calm or candidates
         p = rng.choice(sorted(pool))
         leader, heir = pool[p]
-        return [self.cluster.node(leader), self.cluster.node(heir)], f"{look.topic}-{p}", ""
+        return [leader, heir], f"{look.topic}-{p}", ""
 
 
 PACKAGES = (Package("heir", make=lambda s: HeirNemesis(), heal_rank=32, requires=frozenset({"signals", "restart"}),

@@ -17,12 +17,11 @@ receives).
 from __future__ import annotations
 
 import random
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
 from harness.history.faults import LOSS, PARTITION
-from nemesis import net
+from nemesis import net, steps
 from nemesis.base import Nemesis
 from nemesis.registry import Package, Setting
 from nemesis.targets import choose_nodes, no_target_reason
@@ -71,14 +70,6 @@ def bridge(ids: list[int]) -> Grudge:
 def one_way(grudge: Grudge) -> Grudge:
     """Keep each cut in one direction only: of a mutual pair, the lower id keeps its grudge."""
     return {a: {b for b in peers if not (a in grudge.get(b, set()) and b < a)} for a, peers in grudge.items()}
-
-
-def _each(items: list[Any], act: Any) -> None:
-    """`act` on every item at once (one thread each; a handful of nodes); the first error raises."""
-    if not items:
-        return
-    with ThreadPoolExecutor(max_workers=len(items)) as pool:
-        list(pool.map(act, items))
 
 
 class PartitionNemesis(Nemesis):
@@ -167,7 +158,7 @@ class PartitionNemesis(Nemesis):
             value["replay"] = note
         self.active = value
         self.record(PARTITION.start, value)
-        _each(victims, lambda node: net.drop_host_clients(node, "PART"))
+        steps.at_once(victims, lambda node: net.drop_host_clients(node, "PART"))
         return value
 
     def cut(self, shape: str, grudge: Grudge, victims: list["Node"], aimed: dict[str, Any] | None = None,
@@ -189,14 +180,12 @@ class PartitionNemesis(Nemesis):
         # exec or two per node, 0.8 s for three nodes on a quiet host and up to 3 s under load.
         self.record(PARTITION.start, value)
         cluster = self.cluster
-        _each([(node_id, peers) for node_id, peers in grudge.items() if peers], lambda item: net.drop_from(
+        steps.at_once([(node_id, peers) for node_id, peers in grudge.items() if peers], lambda item: net.drop_from(
             cluster.node(item[0]), [cluster.node(p) for p in sorted(item[1])], "PART"))
         return value
 
     def teardown(self) -> dict[str, Any]:
-        # Every node at once: one after another, three heals took up to 1.5 s under load and made
-        # the package's next start late, in a run and in its replay alike.
-        _each(self.brokers, lambda node: net.heal(node, "PART"))
+        steps.heal(self.brokers, "PART")  # every node at once (nemesis/steps.py says why)
         value = {"healed": self.active is not None, "was": self.active}
         self.active = None
         self.record(PARTITION.stop, value)
@@ -243,12 +232,12 @@ class PacketLossNemesis(Nemesis):
             value["replay"] = plan["replay"]
         self.record(LOSS.start, value)  # as it strikes (see PartitionNemesis.cut)
         # Both directions between victims and the rest, every node at once.
-        _each([(v, others) for v in victims] + [(o, victims) for o in others],
+        steps.at_once([(v, others) for v in victims] + [(o, victims) for o in others],
               lambda item: net.drop_from(item[0], item[1], "LOSS", self.probability))
         return value
 
     def teardown(self) -> dict[str, Any]:
-        _each(self.brokers, lambda node: net.heal(node, "LOSS"))  # every node at once, as PartitionNemesis
+        steps.heal(self.brokers, "LOSS")
         value = {"healed": self.active}
         self.active = False
         self.record(LOSS.stop, value)

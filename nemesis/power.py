@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
 from harness.history.faults import POWER
-from nemesis import supervisor
+from nemesis import steps
 from nemesis.process import ProcessNemesis
 from nemesis.targets import NODE_TARGETS
 from nemesis.registry import Package, Setting
@@ -77,7 +77,7 @@ class PowerNemesis(ProcessNemesis):
             value["model"] = self.model
             return self.skip(self.start_f, value, nobody)
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:  # together: one power feed
-            pids = list(pool.map(lambda n: n.kill_process(), nodes))
+            pids = list(pool.map(steps.kill, nodes))
         value["pids"] = {str(n.node_id): pid for n, pid in zip(nodes, pids)}
         for node, pid in zip(nodes, pids):
             self.victims[node.node_id] = pid
@@ -92,7 +92,7 @@ class PowerNemesis(ProcessNemesis):
     def undo(self, node: Any) -> int | None:
         # On the same directory, as after power comes back; through the supervisor, since a
         # ZooKeeper-era broker started within its old session's 6 s is refused and exits.
-        return supervisor.restart(self, node, "power: back on")
+        return steps.start(node, supervised_by=self, why="power: back on")
 
 
 POWER_TARGETS_SETTING = Setting("power_targets", POWER_TARGETS, recorded="targets", choices=NODE_TARGETS,

@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.history.faults import KILL, PAUSE
-from nemesis import supervisor
+from nemesis import steps
 from nemesis.base import Nemesis
 from nemesis.registry import Package, Setting
 from nemesis.targets import NODE_TARGETS, choose_nodes, no_target_reason
@@ -101,10 +101,10 @@ class KillNemesis(ProcessNemesis):
     start_f, stop_f = KILL.start, KILL.stop
 
     def hit(self, node: Any) -> int | None:
-        return node.kill_process()
+        return steps.kill(node)
 
     def undo(self, node: Any) -> int | None:
-        return supervisor.restart(self, node, "kill")  # a no-op returning the PID if it is already running
+        return steps.start(node, supervised_by=self, why="kill")  # a no-op returning the PID if it is already running
 
 
 class PauseNemesis(ProcessNemesis):

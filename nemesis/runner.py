@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
 from harness.history.faults import ERROR, HEAL
-from nemesis import registry
+from nemesis import registry, steps
 from nemesis.base import Nemesis, NemesisRecorder
 from nemesis.observer import Observer
 from nemesis.schedule import FaultEvent, Scheduler, package_rng, random_schedule, replay_schedule
@@ -199,7 +199,7 @@ class FaultRunner:
                 continue
             fatal = [line for line in node.log_tail(400).splitlines() if " FATAL " in line or "Exception:" in line]
             try:
-                revived[str(node.node_id)] = {"pid": node.start_process(), "why": (fatal[-1] if fatal else "no FATAL line")[:400]}
+                revived[str(node.node_id)] = {"pid": steps.start(node), "why": (fatal[-1] if fatal else "no FATAL line")[:400]}
                 log.warning("heal: node %s had no running JVM; started it again (%s)", node.node_id, revived[str(node.node_id)])
             except HarnessError as exc:
                 self.errors.append(f"heal: node {node.node_id} did not start again: {exc.message}")

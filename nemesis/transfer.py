@@ -34,19 +34,15 @@ Replay: the start's value keeps `targets` [A, B], the `partition`, `old_second`,
 
 from __future__ import annotations
 
-import logging
 import random
 import time
 from typing import Any
 
-from harness.cluster import leadership
 from harness.cluster.broker_config import INTERNAL_PORT
 from harness.history.faults import KILL, PARTITION, TRANSFER
-from nemesis import net
-from nemesis.flap import KillSequence
-from nemesis.registry import Package, Setting
-
-log = logging.getLogger("nemesis")
+from nemesis import steps
+from nemesis.registry import Package
+from nemesis.sequence import KillSequence
 
 TAG = "XFER"
 
@@ -76,67 +72,54 @@ class TransferNemesis(KillSequence):
         self.cut_probability, self.kill_probability = cut_probability, kill_probability
         self.cut_pair: list[int] = []
 
-    def invoke(self, action: str, params: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-        if action != "start":
-            return self.teardown()
-        assert self.cluster is not None and self.topic is not None
-        look = self.look()
-        replayed = self.recorded(params)
-        value: dict[str, Any] = {"target": "leader", "targets": [], "step": "transfer: to an in-sync follower"}
-        if replayed is not None:
-            pair, partition = replayed[:2], self.partition_of(params.get("partition"))
-            why = None if len(pair) == 2 and partition is not None else "the replayed event names no pair of brokers"
-            value["replay"] = "recorded targets"
-        else:
-            pair, partition, why = self.choose(look, rng)
+    def decide(self, look: Any, rng: random.Random, given: dict[str, Any]) -> dict[str, Any]:
+        """The pair and its partition from one look, and the three coins (old_second, cut, kill_after_s);
+        a cut pair that holds a ZooKeeper-era controller is drawn again apart from it, or goes uncut."""
+        pair, partition, why = self.choose(look, rng)
         if why is not None:
-            return self.skip(TRANSFER.start, {**value, "roles": {}}, why)
-        old, new = pair
-        value.update(targets=[old.node_id, new.node_id], partition=f"{self.topic}-{partition}")
-        if replayed is not None:
-            cut, kill_after = bool(params.get("cut")), params.get("kill_after_s")
-            old_second = bool(params.get("old_second", True))
-        else:
-            old_second = rng.random() < self.old_second_probability
-            cut = rng.random() < self.cut_probability
-            kill_after = round(rng.uniform(0.0, self.max_kill_after_s), 3) if rng.random() < self.kill_probability else None
-            if cut and self.controller_in_pair(look, pair):  # another pair, or no cut
-                again, other, dropped = self.choose(look, rng, avoid=look.controller)
-                if dropped is None:
-                    (old, new), partition = again, other
-                    value.update(targets=[old.node_id, new.node_id], partition=f"{self.topic}-{partition}",
-                                 chosen_apart_from_controller=look.controller)
-                else:
-                    cut, value["cut_dropped"] = False, dropped
-        value.update(old_second=old_second, cut=cut, kill_after_s=kill_after, roles=self.roles([old, new]))
+            return {"target": "leader", "targets": [], "why": why}
+        plan: dict[str, Any] = {"target": "leader", "targets": pair, "partition": f"{self.topic}-{partition}",
+                                "old_second": rng.random() < self.old_second_probability, "cut": rng.random() < self.cut_probability}
+        plan["kill_after_s"] = round(rng.uniform(0.0, self.max_kill_after_s), 3) if rng.random() < self.kill_probability else None
+        if plan["cut"] and self.controller_in_pair(look, pair):  # another pair, or no cut
+            again, other, dropped = self.choose(look, rng, avoid=look.controller)
+            if dropped is None:
+                plan.update(targets=again, partition=f"{self.topic}-{other}", chosen_apart_from_controller=look.controller)
+            else:
+                plan.update(cut=False, cut_dropped=dropped)
+        return plan
+
+    def replayed(self, params: dict[str, Any]) -> dict[str, Any]:
+        plan = {"target": "leader", "targets": list(params["targets"])[:2], "partition": params.get("partition"),
+                "old_second": bool(params.get("old_second", True)), "cut": bool(params.get("cut")),
+                "kill_after_s": params.get("kill_after_s")}
+        if len(plan["targets"]) != 2 or self.partition_of(plan["partition"]) is None:
+            return {**plan, "targets": [], "why": "the replayed event names no pair of brokers"}
+        return plan
+
+    def apply(self, plan: dict[str, Any]) -> dict[str, Any]:
+        value: dict[str, Any] = {"target": "leader", "targets": [], "step": "transfer: to an in-sync follower"}
+        if plan.get("replay") is not None:
+            value["replay"] = plan["replay"]
+        if "why" in plan:  # roles([]) ends this start's look, or the next start would strike by it
+            return self.skip(TRANSFER.start, {**value, "roles": self.roles([])}, plan["why"])
+        assert self.cluster is not None
+        look = self.look()  # the plan's look (a replay's, taken ahead): the replica order is read from it
+        old, new = (self.cluster.node(i) for i in plan["targets"])
+        partition = self.partition_of(plan["partition"])
+        value.update({k: plan[k] for k in ("partition", "chosen_apart_from_controller", "cut_dropped", "old_second", "cut",
+                                           "kill_after_s") if k in plan}, targets=[old.node_id, new.node_id])
+        value["roles"] = self.roles([old, new])
         replicas = look.replicas.get(partition) or sorted(b.node_id for b in self.brokers)
-        others = [i for i in replicas if i not in (new.node_id, old.node_id)]
-        order = [new.node_id] + ([old.node_id] + others if old_second else others[:1] + [old.node_id] + others[1:])
+        order = self.order(replicas, old.node_id, new.node_id, plan["old_second"])
         if replicas[:2] != order[:2]:
             value["reordered"] = self.reorder(partition, order, new)
-        if cut:
+        if plan["cut"]:
             self.cut(old, new, value["partition"])
-        began = time.monotonic()
-        accepted, answer = leadership.elect_preferred(self.cluster, self.version, self.topic, partition)
-        value.update(elected=accepted, answer=answer[-300:])
-        self.record(TRANSFER.start, value)
-        leader = self.wait_leader(partition, lambda seen: seen == new.node_id, began)
-        self.record(TRANSFER.stop, {"targets": value["targets"], "partition": value["partition"], "leader": leader,
-                                    "after_s": round(time.monotonic() - began, 3)})
         out = {k: v for k, v in value.items() if k != "step"}
-        out["leader"] = leader
-        if kill_after is None:
-            return out
-        kill = {"target": "new-leader", "targets": [new.node_id], "partition": value["partition"],
-                "roles": {str(new.node_id): [f"leader:{value['partition']}"] if leader == new.node_id else []},
-                "step": "transfer: the new leader, seconds after the transfer"}
-        if leader != new.node_id:
-            self.skip(KILL.start, kill, f"{value['partition']} was not led by {new.node_id} after the election (leader {leader})")
-            return out
-        self.wait_until(time.monotonic() + float(kill_after))
-        self.kill(new, kill)
-        struck = time.monotonic()
-        out["next_leader"] = self.wait_leader(partition, lambda seen: seen >= 0 and seen not in self.victims, struck)
+        out["leader"] = self.transfer(value, partition, new)
+        if plan["kill_after_s"] is not None:
+            out.update(self.kill_new(new, out["leader"], value["partition"], float(plan["kill_after_s"])))
         return out
 
     def teardown(self) -> dict[str, Any]:
@@ -150,7 +133,7 @@ class TransferNemesis(KillSequence):
         assert self.cluster is not None and self.cluster.distribution is not None
         return self.cluster.distribution.version
 
-    def controller_in_pair(self, look: Any, pair: list[Any]) -> bool:
+    def controller_in_pair(self, look: Any, pair: list[int]) -> bool:
         """Whether a cut of this pair would also cut the controller's requests to the other one.
         ZooKeeper-era brokers have one listener, which carries the controller's LeaderAndIsr and
         UpdateMetadata too: with the controller in the pair, the election never reached the other
@@ -158,10 +141,9 @@ class TransferNemesis(KillSequence):
         B was never told it led, and the metadata kept naming it; random runs: docs/detection.md). On KRaft
         the controller listens on its own port, which the cut leaves alone."""
         assert self.cluster is not None
-        return (not self.cluster.is_kraft and look.controller is not None
-                and look.controller in (pair[0].node_id, pair[1].node_id))
+        return not self.cluster.is_kraft and look.controller is not None and look.controller in pair
 
-    def choose(self, look: Any, rng: random.Random, avoid: int | None = None) -> tuple[list[Any], int | None, str | None]:
+    def choose(self, look: Any, rng: random.Random, avoid: int | None = None) -> tuple[list[int], int | None, str | None]:
         """A random partition with a leader and an in-sync follower, and one of those followers;
         neither of them `avoid` when given."""
         if look.error is not None:
@@ -174,55 +156,72 @@ class TransferNemesis(KillSequence):
             return [], None, (f"no partition of {look.topic} has a leader and an in-sync follower{without} "
                               f"(leaders {look.leaders}, ISRs {look.isrs})")
         partition = rng.choice(sorted(candidates))
-        assert self.cluster is not None
-        old, new = self.cluster.node(look.leaders[partition]), self.cluster.node(rng.choice(sorted(candidates[partition])))
-        return [old, new], partition, None
+        return [look.leaders[partition], rng.choice(sorted(candidates[partition]))], partition, None
+
+    @staticmethod
+    def order(replicas: list[int], old: int, new: int, old_second: bool) -> list[int]:
+        """The replica order that makes `new` the preferred leader, then `old` (or the other follower)."""
+        others = [i for i in replicas if i not in (new, old)]
+        return [new] + ([old] + others if old_second else others[:1] + [old] + others[1:])
 
     def reorder(self, partition: int, order: list[int], via: Any) -> dict[str, Any]:
         """Make `order` the partition's replica order and wait (bounded) until the metadata shows it."""
         assert self.cluster is not None and self.topic is not None
         began = time.monotonic()
-        code, out = leadership.reorder_replicas(self.cluster, self.version, self.topic, partition, order, via=via)
-        seen: list[int] | None = None
-        while time.monotonic() - began < self.window_s:
-            seen = self.fresh_look().replicas.get(partition)
-            if seen and seen[:2] == order[:2]:
-                break
-            time.sleep(self.poll_s)
-        return {"replicas": order, "exit_code": code, "seen": seen, "took_s": round(time.monotonic() - began, 3),
+        code, out = steps.reorder_replicas(self.cluster, self.version, self.topic, partition, order, via=via)
+        seen = steps.poll(lambda: self.fresh_look().replicas.get(partition), lambda ids: bool(ids) and ids[:2] == order[:2],
+                          self.window_s, self.poll_s, since=began)
+        return {"replicas": order, "exit_code": code, "seen": seen.value, "took_s": round(time.monotonic() - began, 3),
                 **({"output": out.strip()[-300:]} if code != 0 else {})}
 
     def cut(self, old: Any, new: Any, partition: str) -> None:
         # The replication listener only: on KRaft a cut of every port also cut the pair's controller
         # listener, and ElectLeaders, which the receiving broker forwards to the active controller,
         # timed out after 20 s in CI (2026-11-24). On ZooKeeper clusters brokers share no other port.
-        net.drop_from(old, [new], TAG, port=INTERNAL_PORT)
-        net.drop_from(new, [old], TAG, port=INTERNAL_PORT)
+        grudge = steps.cut(old, new, TAG, port=INTERNAL_PORT)
         self.cut_pair = [old.node_id, new.node_id]
         self.record(PARTITION.start, {"target": "transfer-pair", "targets": self.cut_pair, "partition": partition,
-                                      "grudge": {str(old.node_id): [new.node_id], str(new.node_id): [old.node_id]},
-                                      "step": "transfer: the old and the new leader cut apart"})
+                                      "grudge": grudge, "step": "transfer: the old and the new leader cut apart"})
 
     def heal(self) -> list[int]:
         healed, self.cut_pair = self.cut_pair, []
         if healed:
             assert self.cluster is not None
-            for node_id in healed:
-                net.heal(self.cluster.node(node_id), TAG)
+            steps.heal([self.cluster.node(i) for i in healed], TAG)
             self.record(PARTITION.stop, {"targets": healed, "step": "transfer: the cut healed"})
         return healed
 
-    def wait_leader(self, partition: int, wanted: Any, since: float) -> int | None:
+    def transfer(self, value: dict[str, Any], partition: int, new: Any) -> int | None:
+        """A preferred election of the partition, recorded (transfer-leader) with the answer, and the leader
+        seen within the window (transferred): `new`, or whoever the live brokers named last."""
+        assert self.cluster is not None and self.topic is not None
+        began = time.monotonic()
+        accepted, answer = steps.elect_preferred(self.cluster, self.version, self.topic, partition)
+        value.update(elected=accepted, answer=answer[-300:])
+        self.record(TRANSFER.start, value)
+        leader = self.wait_leader(partition, lambda seen: seen == new.node_id, began)
+        self.record(TRANSFER.stop, {"targets": value["targets"], "partition": value["partition"], "leader": leader,
+                                    "after_s": round(time.monotonic() - began, 3)})
+        return leader
+
+    def kill_new(self, new: Any, leader: int | None, partition: str, kill_after_s: float) -> dict[str, Any]:
+        """Kill the new leader `kill_after_s` after it was seen leading, and wait for the next one."""
+        kill = {"target": "new-leader", "targets": [new.node_id], "partition": partition,
+                "roles": {str(new.node_id): [f"leader:{partition}"] if leader == new.node_id else []},
+                "step": "transfer: the new leader, seconds after the transfer"}
+        if leader != new.node_id:
+            self.skip(KILL.start, kill, f"{partition} was not led by {new.node_id} after the election (leader {leader})")
+            return {}
+        self.wait_until(time.monotonic() + kill_after_s)
+        self.kill(new, kill)
+        struck = time.monotonic()
+        return {"next_leader": self.wait_leader(self.partition_of(partition), lambda seen: seen >= 0 and seen not in self.victims, struck)}
+
+    def wait_leader(self, partition: int | None, wanted: Any, since: float) -> int | None:
         """Poll the live brokers until the partition's leader is `wanted` (bounded by window_s);
         the leader last seen (-1: none, None: no answer)."""
-        leader: int | None = None
-        while time.monotonic() - since < self.window_s:
-            look = self.fresh_look()
-            leader = look.leaders.get(partition, -1) if look.error is None else None
-            if leader is not None and wanted(leader):
-                break
-            time.sleep(self.poll_s)
-        return leader
+        return steps.wait_leader(self.fresh_look, lambda look: steps.leader_in(look, partition), wanted,
+                                 self.window_s, self.poll_s, since=since).leader
 
 
 PACKAGES = (Package("transfer", make=lambda s: TransferNemesis(), heal_rank=33,

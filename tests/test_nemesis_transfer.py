@@ -18,7 +18,7 @@ import pytest
 from harness.cluster.broker_config import INTERNAL_PORT
 from harness.history.faults import KILL, PARTITION, SKIPPED, TRANSFER
 from harness.provision.settings import DEFAULT_KAFKA_VERSION
-from nemesis import transfer as transfer_module
+from nemesis import steps as steps_module
 from nemesis.transfer import TransferNemesis
 from tests.test_nemesis_flap import Cluster, Events, fast
 
@@ -66,11 +66,11 @@ def stand(monkeypatch):
             c.leaders[partition] = first
         return True, "Successfully started preferred replica election"
 
-    monkeypatch.setattr(transfer_module.leadership, "reorder_replicas", reorder)
-    monkeypatch.setattr(transfer_module.leadership, "elect_preferred", elect)
-    monkeypatch.setattr(transfer_module.net, "drop_from",
+    monkeypatch.setattr(steps_module.leadership, "reorder_replicas", reorder)
+    monkeypatch.setattr(steps_module.leadership, "elect_preferred", elect)
+    monkeypatch.setattr(steps_module.net, "drop_from",
                         lambda node, peers, tag, port=None: cluster.cuts.append((node.node_id, [p.node_id for p in peers], port)))
-    monkeypatch.setattr(transfer_module.net, "heal", lambda node, tag: cluster.cuts.append((node.node_id, [], None)))
+    monkeypatch.setattr(steps_module.net, "heal", lambda node, tag: cluster.cuts.append((node.node_id, [], None)))
     return cluster
 
 

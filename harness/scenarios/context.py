@@ -1,6 +1,8 @@
 """ScenarioContext: the step helpers a scenario is written with (`run_scenario` is in runner.py).
 
-Every step is recorded in the history as a nemesis event (process "nemesis", type "info", f
+The acting itself (kill, start, cut, heal, reorder replicas, a preferred election, bounded waits for
+a leader or a state) is nemesis/steps.py's, shared with the nemeses; this context names the brokers
+(A, B, C, D) and records each step. Every step is recorded in the history as a nemesis event (process "nemesis", type "info", f
 "scenario-step" or a more specific f such as "kill", "restart", "cut", "elect") before and after it
 acts, every wait is bounded, and writes and reads go through the recorded clients, so the
 history is an ordinary one that the normal checker reads.
@@ -27,7 +29,7 @@ from harness.history import Recorder
 from harness.history.faults import CUT as CUT_FAULT, KILL
 from harness.cluster.node import Node
 from harness.scenarios import Scenario
-from nemesis import net
+from nemesis import steps
 from workloads.clients import ConsumerClient, ProcessIds, ProducerClient
 from workloads.profiles import PROFILES, Profile
 from workloads.drain import drain_one, high_watermarks
@@ -167,11 +169,11 @@ class ScenarioContext:
 
     # --- processes -------------------------------------------------------------------------------
     def kill(self, node: Node) -> None:
-        pid = node.kill_process()
+        pid = steps.kill(node)
         self.step(f"kill {self.name(node)}", KILL.start, node=node.node_id, targets=[node.node_id], pid=pid)
 
     def start(self, node: Node) -> None:
-        pid = node.start_process()
+        pid = steps.start(node)
         # KILL.stop ("restart"), as the kill nemesis records it: the report's kill band ends here.
         self.step(f"start {self.name(node)}", KILL.stop, node=node.node_id, targets=[node.node_id], pid=pid)
 
@@ -179,20 +181,18 @@ class ScenarioContext:
     def wait_for(self, what: str, predicate: Callable[[dict[str, Any] | None], bool], timeout_s: float,
                  tick: Callable[[], None] | None = None, every_s: float = 0.5) -> dict[str, Any] | None:
         """Poll the partition state until `predicate` holds or `timeout_s` passes; record the outcome."""
-        began = time.monotonic()
-        state = None
-        for _ in range(int(timeout_s / every_s) + 2):  # bounded in count as well as time
-            state = self.state()
-            if predicate(state):
-                self.step(f"waited: {what}", ok=True, seconds=round(time.monotonic() - began, 1), state=state)
-                return state
-            if time.monotonic() - began > timeout_s:
-                break
-            if tick is not None:
-                tick()
-            time.sleep(every_s)
-        self.step(f"timed out: {what}", ok=False, seconds=round(time.monotonic() - began, 1), state=state)
-        return None
+        return self.waited(what, steps.poll(self.state, predicate, timeout_s, every_s, tick))
+
+    def waited(self, what: str, polled: steps.Polled) -> dict[str, Any] | None:
+        """Record how a wait ended (waited or timed out, how long, the last state); the state if it held."""
+        self.step(f"{'waited' if polled.ok else 'timed out'}: {what}", ok=polled.ok, seconds=round(polled.seconds, 1),
+                  state=polled.value)
+        return polled.value if polled.ok else None
+
+    def leads(self, node: Node, what: str, timeout_s: float) -> dict[str, Any] | None:
+        """Wait (recorded as `what`) until `node` leads the partition; its state then, or None."""
+        return self.waited(what, steps.wait_leader(self.state, lambda state: state["leader"] if state else None,
+                                                   node.node_id, timeout_s))
 
     def wait_leader(self, node: Node, timeout_s: float = 60.0, unclean: bool = False) -> dict[str, Any]:
         """Wait until `node` leads the partition. With `unclean`, after 15 s without an automatic
@@ -200,14 +200,14 @@ class ScenarioContext:
         want = node.node_id
         began = time.monotonic()
         if unclean and self.at_least("2.4"):
-            state = self.wait_for(f"{self.name(node)} leader (automatic)", lambda s: bool(s) and s["leader"] == want, min(15.0, timeout_s))
+            state = self.leads(node, f"{self.name(node)} leader (automatic)", min(15.0, timeout_s))
             for _ in range(int(timeout_s / 5) + 1):
                 if state is not None or time.monotonic() - began > timeout_s:
                     break
                 self.elect(ElectionType.UNCLEAN)
-                state = self.wait_for(f"{self.name(node)} leader (after unclean ElectLeaders)", lambda s: bool(s) and s["leader"] == want, 5.0)
+                state = self.leads(node, f"{self.name(node)} leader (after unclean ElectLeaders)", 5.0)
         else:
-            state = self.wait_for(f"{self.name(node)} leader", lambda s: bool(s) and s["leader"] == want, timeout_s)
+            state = self.leads(node, f"{self.name(node)} leader", timeout_s)
         if state is None:
             self.fail(f"broker {want} ({self.name(node)}) did not become leader within {timeout_s:.0f} s; state: {self.state()}")
         return state  # type: ignore[return-value]
@@ -231,7 +231,7 @@ class ScenarioContext:
         """Change the partition's replica order (the preferred leader is the first) with Kafka's
         ReassignPartitionsCommand (harness/cluster/leadership.py; KRaft: run inside `via`)."""
         ids = [n.node_id for n in order]
-        code, out = leadership.reorder_replicas(self.cluster, self.version, self.topic, 0, ids, via=via)
+        code, out = steps.reorder_replicas(self.cluster, self.version, self.topic, 0, ids, via=via)
         self.step(f"reorder replicas to {ids}", "reassign", replicas=ids, exit_code=code, output=out.strip()[-600:])
         if code != 0:
             self.fail(f"ReassignPartitionsCommand exited {code}: {out.strip()[-300:]}")
@@ -239,7 +239,7 @@ class ScenarioContext:
     def preferred_election(self, via: Node) -> str:
         if self.at_least("2.4"):
             return self.elect(ElectionType.PREFERRED)
-        ok, out = leadership.elect_preferred(self.cluster, self.version, self.topic, 0)
+        ok, out = steps.elect_preferred(self.cluster, self.version, self.topic, 0)
         self.step("preferred leader election (PreferredReplicaLeaderElectionCommand)", "elect", kind="PREFERRED",
                   exit_code=0 if ok else 1, answer=out)
         return out
@@ -247,16 +247,13 @@ class ScenarioContext:
     # --- network -------------------------------------------------------------------------------------
     def cut(self, a: Node, b: Node, both_ways: bool = True) -> None:
         """a drops packets from b (and b from a when both_ways)."""
-        net.drop_from(a, [b], CUT)
-        if both_ways:
-            net.drop_from(b, [a], CUT)
+        steps.cut(a, b, CUT, both_ways)
         self.step(f"cut {self.name(a)}{'<->' if both_ways else '<-'}{self.name(b)}", CUT_FAULT.start,
                   targets=sorted({a.node_id, b.node_id}), drop_on=[a.node_id] + ([b.node_id] if both_ways else []),
                   from_=[b.node_id] + ([a.node_id] if both_ways else []))
 
     def heal(self) -> None:
-        for n in self.cluster.brokers:
-            net.heal(n, CUT)
+        steps.heal(self.cluster.brokers, CUT)
         self.step("heal every cut", CUT_FAULT.stop)
 
     # --- consumers -------------------------------------------------------------------------------------

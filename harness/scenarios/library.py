@@ -12,6 +12,7 @@ from typing import Any
 from harness.history import read_history
 from harness.scenarios import Scenario
 from harness.scenarios.context import ScenarioContext
+from nemesis import steps
 
 UNCLEAN_TOPIC = {"min.insync.replicas": 1, "unclean.leader.election.enable": "true"}
 CLEAN_TOPIC = {"min.insync.replicas": 1, "unclean.leader.election.enable": "false"}
@@ -19,18 +20,15 @@ CLEAN_TOPIC = {"min.insync.replicas": 1, "unclean.leader.election.enable": "fals
 
 def _wait_hw(ctx: ScenarioContext, target: int, timeout_s: float = 30.0) -> bool:
     """Wait until the high watermark reaches `target`: every ISR member then holds the records."""
-    began = time.monotonic()
-    hw = -1
-    for _ in range(int(timeout_s / 0.5) + 1):
+    def high_watermark() -> int:
         try:
-            hw = ctx.high_watermark(timeout_s=5)
-        except Exception:
-            hw = -1
-        if hw >= target or time.monotonic() - began > timeout_s:
-            break
-        time.sleep(0.5)
-    ctx.step(f"waited: high watermark >= {target}", ok=hw >= target, high_watermark=hw)
-    return hw >= target
+            return ctx.high_watermark(timeout_s=5)
+        except Exception:  # no high watermark yet (no leader): not there
+            return -1
+
+    polled = steps.poll(high_watermark, lambda hw: hw >= target, timeout_s)
+    ctx.step(f"waited: high watermark >= {target}", ok=polled.ok, high_watermark=polled.value)
+    return polled.ok
 
 
 def _out_of_isr(ctx: ScenarioContext, gone: Any, leader: Any, timeout_s: float = 60.0) -> None:

@@ -24,7 +24,7 @@ from harness.history.faults import POWER
 from harness.scenarios import Scenario
 from harness.scenarios.context import CUT, ScenarioContext
 from harness.scenarios.library import _unclean_bug, _wait_hw
-from nemesis import net
+from nemesis import steps
 from nemesis.power import loss_model
 
 CHECKPOINT_WAIT_S = 6.0  # replica.high.watermark.checkpoint.interval.ms is 5 s by default: one more checkpoint
@@ -41,7 +41,7 @@ def writeback(ctx: ScenarioContext, nodes: list[Node], why: str) -> None:
 def power_off(ctx: ScenarioContext, nodes: list[Node]) -> dict[str, Any]:
     """One power feed: SIGKILL the JVMs together, then each disk loses what was never made durable."""
     with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-        pids = list(pool.map(lambda n: n.kill_process(), nodes))
+        pids = list(pool.map(steps.kill, nodes))
     dropped = {str(n.node_id): n.disk.drop() for n in nodes}  # every JVM is gone first
     return ctx.step(f"power off {'+'.join(ctx.name(n) for n in nodes)}", POWER.start, targets=[n.node_id for n in nodes],
                     pids={str(n.node_id): p for n, p in zip(nodes, pids)}, dropped=dropped,
@@ -51,7 +51,7 @@ def power_off(ctx: ScenarioContext, nodes: list[Node]) -> dict[str, Any]:
 
 
 def power_on(ctx: ScenarioContext, node: Node) -> None:
-    pid = node.start_process()  # on the same directory, as when power comes back
+    pid = steps.start(node)  # on the same directory, as when power comes back
     ctx.step(f"power on {ctx.name(node)}", POWER.stop, node=node.node_id, targets=[node.node_id], pid=pid)
 
 
@@ -143,23 +143,15 @@ def isolate(ctx: ScenarioContext, node: Node, peers: list[Node]) -> None:
 def wait_view(ctx: ScenarioContext, node: Node, what: str, predicate: Any, timeout_s: float) -> dict[str, Any] | None:
     """Like ctx.wait_for, but by what `node` alone says: while B and C are cut from the controller
     their metadata is stale, and no majority of the brokers agrees on the partition (measured)."""
-    began = time.monotonic()
-    state = None
-    for _ in range(int(timeout_s / 0.5) + 2):  # bounded in count as well as time
+    def says() -> dict[str, Any] | None:
         view = ctx.cluster.broker_views().get(node.node_id)
-        state = None if view is None else view.topics.get(ctx.topic, {}).get(0)
-        if predicate(state) or time.monotonic() - began > timeout_s:
-            break
-        time.sleep(0.5)
-    ok = bool(predicate(state))
-    ctx.step(f"{'waited' if ok else 'timed out'}: {what} (as {ctx.name(node)} says)", ok=ok, seconds=round(time.monotonic() - began, 1), state=state)
-    return state if ok else None
+        return None if view is None else view.topics.get(ctx.topic, {}).get(0)
+
+    return ctx.waited(f"{what} (as {ctx.name(node)} says)", steps.poll(says, lambda state: bool(predicate(state)), timeout_s))
 
 
 def heal_controllers(ctx: ScenarioContext) -> None:
-    for n in ctx.cluster.controllers:
-        if n not in ctx.cluster.brokers:
-            net.heal(n, CUT)
+    steps.heal([n for n in ctx.cluster.controllers if n not in ctx.cluster.brokers], CUT)
 
 
 def heal_all(ctx: ScenarioContext) -> None:

@@ -37,7 +37,7 @@ from harness.history.faults import PARTITION, PAUSE
 from harness.scenarios import Scenario
 from harness.scenarios.context import CUT, ScenarioContext
 from harness.scenarios.power_scenarios import features
-from nemesis import net
+from nemesis import net, steps
 from workloads.outcomes import error_text
 from workloads.txn import TxnProducerClient
 
@@ -143,7 +143,7 @@ def _fault_off(ctx: ScenarioContext, node: Any, fault: str) -> None:
         pid = node.send_signal(signal.SIGCONT)
         ctx.step(f"resume K ({node.node_id})", PAUSE.stop, targets=[node.node_id], pids={str(node.node_id): pid})
     else:
-        net.heal(node, CUT)
+        steps.heal([node], CUT)
         ctx.step(f"heal K's client cut ({node.node_id})", PARTITION.stop, targets=[node.node_id])
 
 
@@ -179,7 +179,7 @@ def delayed_endtxn(ctx: ScenarioContext, fault: str) -> dict[str, Any]:
         rdk.propagate = propagate
         for n in ctx.cluster.brokers:  # the runner heals its own cuts only; a step that stopped must not leave K held
             n.send_signal(signal.SIGCONT)
-            net.heal(n, CUT)
+            steps.heal([n], CUT)
 
 
 def _delayed_endtxn(ctx: ScenarioContext, fault: str, lines: _Lines) -> dict[str, Any]:
