@@ -7,11 +7,13 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
 
 from workloads import eos_pipeline
-from workloads.eos_pipeline import PipelineWorker, StepTimes
-from workloads.txn import TxnProducerClient
+from workloads.clients import ConsumerClient
+from workloads.drivers.base import ClientError, ClientException
+from workloads.eos_pipeline import PipelineWorker
+from workloads.profiles import get_profile
+from workloads.txn_client import TxnProducerClient
 
 
 class Recorder:
@@ -23,7 +25,8 @@ class Recorder:
 
 
 class StandIn:
-    """A transactional producer whose steps hang (sleep out their timeout) or fail as told."""
+    """A driver's transactional producer (workloads/drivers/base.py) whose steps hang (sleep out
+    their timeout) or fail as told."""
 
     def __init__(self, flush_left: int = 0, commit: str = "ok", abort: str = "ok") -> None:
         self.flush_left, self.commit, self.abort = flush_left, commit, abort
@@ -32,7 +35,7 @@ class StandIn:
     def begin_transaction(self) -> None:
         self.calls.append("begin")
 
-    def produce(self, *args, **kwargs) -> None:
+    def send(self, topic, partition, value) -> None:
         pass
 
     def flush(self, timeout: float) -> int:
@@ -41,36 +44,36 @@ class StandIn:
             time.sleep(timeout)
         return self.flush_left
 
-    def send_offsets_to_transaction(self, offsets, metadata, timeout: float) -> None:
+    def send_offsets_to_transaction(self, topic, offsets, consumer, timeout: float) -> None:
         self.calls.append("offsets")
 
     def commit_transaction(self, timeout: float) -> None:
         self.calls.append("commit")
         if self.commit == "hang":
             time.sleep(timeout)
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True))
+            raise ClientException(ClientError("_TIMED_OUT", "timed out", retriable=True))
         if self.commit == "abortable":
-            raise KafkaException(KafkaError(KafkaError.INVALID_TXN_STATE, "abortable", txn_requires_abort=True))
+            raise ClientException(ClientError("INVALID_TXN_STATE", "abortable", txn_requires_abort=True))
 
     def abort_transaction(self, timeout: float) -> None:
         self.calls.append("abort")
         if self.abort == "hang":
             time.sleep(timeout)
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True))
+            raise ClientException(ClientError("_TIMED_OUT", "timed out", retriable=True))
 
 
 def worker(producer: StandIn) -> PipelineWorker:
-    w = PipelineWorker.__new__(PipelineWorker)
-    w.wl = SimpleNamespace(recorder=Recorder(), output_topic="out", topic="in")
-    w.process, w.times, w.share = 7, StepTimes(), [0]
-    w.txn = TxnProducerClient.__new__(TxnProducerClient)
-    w.txn.producer, w.txn.fatal = producer, None
+    recorder, profile = Recorder(), get_profile("safe")
+    txn = TxnProducerClient(7, recorder, "127.0.0.1:1", "out", profile, "eos-0")  # not opened: the stand-in is its producer
+    txn.producer = producer
+    w = PipelineWorker(recorder, txn, ConsumerClient(7, recorder, "127.0.0.1:1", "in", profile, "eos"), [0])
+    w.wl = SimpleNamespace(recorder=recorder)  # what the assertions below read the history from
     return w
 
 
 RECORDS = [{"key": 0, "offset": o, "value": o, "epoch": 0} for o in range(3)]
 SENDS = [(1000, 1_000_000_000 + o) for o in range(3)]
-GROUP = SimpleNamespace(consumer_group_metadata=lambda: "metadata")
+GROUP = SimpleNamespace()  # the consumer whose offsets the transaction sends
 
 
 @pytest.fixture(autouse=True)

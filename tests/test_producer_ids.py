@@ -9,6 +9,7 @@ import json
 from analysis.explain.producer_evidence import attach_producer_ids, match_duplicates, out_of_order_sequences
 from harness.history import Recorder
 from harness.history.files import read_history, validate_history
+from workloads.drivers.librdkafka import StatsWatch
 from workloads.producer_ids import ProducerIdWatch
 
 
@@ -20,7 +21,7 @@ def stats(pid: int, epoch: int) -> str:
 def test_watch_records_the_first_id_and_each_change_only(tmp_path) -> None:
     path = tmp_path / "history.jsonl"
     with Recorder(path) as recorder:
-        watch = ProducerIdWatch(recorder, 3)
+        watch = StatsWatch(ProducerIdWatch(recorder, 3))  # librdkafka's statistics, through its driver
         for s in (json.dumps({"brokers": {}}), stats(-1, -1), stats(4000, 0), stats(4000, 0), stats(4000, 1), "not json"):
             watch(s)
         recorder.close(parquet=False)

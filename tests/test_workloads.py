@@ -276,7 +276,7 @@ def test_a_producer_closing_after_the_history_closed_stops_with_a_warning_not_an
     from harness.history.recorder import RecorderClosed
     from workloads.clients import ProducerClient
     from workloads.profiles import get_profile
-    from workloads.queue import QueueWorkload
+    from workloads.threads import ClientThreads
 
     recorder = Recorder(tmp_path / "history.jsonl")
     client = ProducerClient(7, recorder, "127.0.0.1:1", "queue", get_profile("safe")).open()
@@ -285,10 +285,9 @@ def test_a_producer_closing_after_the_history_closed_stops_with_a_warning_not_an
     with pytest.raises(RecorderClosed):
         client.close(timeout_s=1)
 
-    workload = object.__new__(QueueWorkload)
-    workload._ready, workload._threads, workload.errors = [], [], []
-    workload._spawn("producer-7", lambda _: (_ for _ in ()).throw(RecorderClosed("recorder is closed")), 0)
-    workload._spawn("producer-8", lambda _: (_ for _ in ()).throw(RuntimeError("boom")), 0)
+    workload = ClientThreads()  # the queue workload's threads (workloads/threads.py)
+    workload.spawn("producer-7", lambda _: (_ for _ in ()).throw(RecorderClosed("recorder is closed")), 0)
+    workload.spawn("producer-8", lambda _: (_ for _ in ()).throw(RuntimeError("boom")), 0)
     for t in workload._threads:
         t.join(5)
     assert workload.errors == ["producer-8: RuntimeError: boom"]

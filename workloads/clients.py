@@ -4,6 +4,9 @@ Each client follows a small protocol (open, invoke operations, close) and
 writes an `invoke` before it acts and an `ok`/`fail`/`info` completion after
 (see workloads/outcomes.py for which is which). A client that hits a fatal
 error records `crash` and is replaced by a new one with a new process id.
+
+The Kafka client library beneath is a driver (workloads/drivers/): these classes hold the
+history's rules, the driver the library's calls, so every driver writes the same history.
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_STORED, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-
 from harness.history import Recorder
+from workloads import drivers
+from workloads.drivers.base import BEGINNING, COMMITTED, ClientError, ClientException, ConsumerDriver, Driver, \
+    ProducerDriver, QueueFull
 from workloads.outcomes import error_text, send_outcome
-from workloads.producer_ids import watch_config
+from workloads.producer_ids import ProducerIdWatch
 from workloads.profiles import Profile
+from workloads.txn_client import TxnProducerClient
 
 log = logging.getLogger(__name__)
 
@@ -36,84 +41,75 @@ class ProcessIds:
             return next(self._next)
 
 
-def _epoch(msg: Message) -> int | None:
-    # KIP-320 leader epoch. librdkafka reports it for consumed messages; for delivery
-    # reports of produced messages it returns -1, which confluent-kafka maps to None.
-    epoch = msg.leader_epoch()
-    return epoch if epoch is not None and epoch >= 0 else None
-
-
 class ProducerClient:
     """A recorded producer: `send(key, value)` writes value V to partition K of the topic."""
 
     def __init__(self, process: int, recorder: Recorder, bootstrap: str, topic: str, profile: Profile,
-                 extra: dict[str, Any] | None = None) -> None:
+                 extra: dict[str, Any] | None = None, driver: Driver | None = None) -> None:
         self.process, self.recorder, self.topic = process, recorder, topic
-        self.config = {
+        self.driver = driver if driver is not None else drivers.make()
+        self.config = {  # Kafka's client settings; the driver adds its library's own
             "bootstrap.servers": bootstrap,
             "linger.ms": 5,
-            "logger": logging.getLogger("librdkafka.producer"),
             **profile.producer_config(),
             **(extra or {}),
         }
-        if self.config.get("enable.idempotence"):
-            self.config.update(watch_config(recorder, process))  # its id and epoch, for duplicates' evidence
-        self.producer: Producer | None = None
+        self.producer: ProducerDriver | None = None
         self.fatal: str | None = None
         self._closing: str | None = None  # while close() purges: why the purged sends are unknown
-        self._deliver = self._on_delivery  # bound once, not per send
         self._record_invoke, self._record_ok = recorder.send_invoke, recorder.send_ok
 
     def open(self) -> "ProducerClient":
-        self.producer = Producer(self.config)
+        # its id and epoch, for duplicates' evidence (workloads/producer_ids.py)
+        watch = ProducerIdWatch(self.recorder, self.process) if self.config.get("enable.idempotence") else None
+        self.producer = self.driver.producer(self.config, self._ok, self._failed, watch)
         return self
 
-    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
-        # No value -> key map on the hot path: K is the partition, which the message carries.
-        value, key = int(msg.value()), msg.partition()
-        if err is None:
-            # send_ok records a negative or missing offset or epoch as null (epoch: see _epoch)
-            self._record_ok(self.process, key, value, msg.offset(), msg.leader_epoch())
-        else:
-            if err.fatal():
-                self.fatal = error_text(err)
-            error = error_text(err) if self._closing is None else f"{self._closing} ({error_text(err)})"
-            self.recorder.send(self.process, send_outcome(err), key, value, None, None, error)
+    def _ok(self, key: int, value: int, offset: int, epoch: int | None) -> None:
+        # K is the partition, which the outcome carries: no value -> key map on the hot path.
+        # send_ok records a negative or missing offset or epoch as null
+        self._record_ok(self.process, key, value, offset, epoch)
+
+    def _failed(self, key: int, value: int, err: ClientError) -> None:
+        if err.fatal:
+            self.fatal = str(err)
+        error = str(err) if self._closing is None else f"{self._closing} ({err})"
+        self.recorder.send(self.process, send_outcome(err), key, value, None, None, error)
 
     def send(self, key: int, value: int, deadline_s: float = 5.0) -> None:
-        """Invoke a send; its completion is recorded from the delivery report (pipelined)."""
+        """Invoke a send; its completion is recorded from the delivery outcome (pipelined)."""
         producer = self.producer
         assert producer is not None
         self._record_invoke(self.process, key, value)
         try:  # the common case first, outside any loop: this runs once per record
-            producer.produce(self.topic, b"%d" % value, partition=key, on_delivery=self._deliver)
-        except BufferError:  # local queue full: wait for deliveries, bounded
-            if not self._produce_when_room(producer, key, value, deadline_s):
+            producer.send(self.topic, key, value)
+        except QueueFull:  # local queue full: wait for deliveries, bounded
+            if not self._send_when_room(producer, key, value, deadline_s):
                 return
-        except KafkaException as exc:
+        except ClientException as exc:
             self._refused(key, value, exc)
             return
         producer.poll(0)
 
-    def _produce_when_room(self, producer: Producer, key: int, value: int, deadline_s: float) -> bool:
+    def _send_when_room(self, producer: ProducerDriver, key: int, value: int, deadline_s: float) -> bool:
         give_up = time.monotonic() + deadline_s
         while time.monotonic() < give_up:
             producer.poll(0.01)
             try:
-                producer.produce(self.topic, b"%d" % value, partition=key, on_delivery=self._deliver)
+                producer.send(self.topic, key, value)
                 return True
-            except BufferError:
+            except QueueFull:
                 continue
-            except KafkaException as exc:
+            except ClientException as exc:
                 self._refused(key, value, exc)
                 return False
         self._never_sent(key, value, f"local queue full for {deadline_s:g} s")
         return False
 
-    def _refused(self, key: int, value: int, exc: KafkaException) -> None:
-        """produce() refused the message before it was queued: definitely not sent."""
+    def _refused(self, key: int, value: int, exc: ClientException) -> None:
+        """The driver refused the record before it was queued: definitely not sent."""
         self._never_sent(key, value, error_text(exc))
-        if exc.args[0].fatal():
+        if exc.error.fatal:
             self.fatal = error_text(exc)
 
     def _never_sent(self, key: int, value: int, error: str) -> None:
@@ -124,61 +120,61 @@ class ProducerClient:
             self.producer.poll(timeout)
 
     def close(self, timeout_s: float = 35.0, why: str | None = None) -> None:
-        """Wait for delivery reports; sends still unresolved are recorded `info` (unknown), their
+        """Wait for delivery outcomes; sends still unresolved are recorded `info` (unknown), their
         error saying `why` (by default: unresolved after the wait).
 
-        librdkafka keeps the books: after the wait, purging its queue and in-flight
-        requests gives every unresolved message a delivery report (_PURGE_QUEUE /
-        _PURGE_INFLIGHT), which `send_outcome` records as `info`."""
+        The driver keeps the books: after the wait, purging gives every unresolved send an outcome
+        (librdkafka: _PURGE_QUEUE / _PURGE_INFLIGHT), which `send_outcome` records as `info`."""
         producer = self.producer
         if producer is None:
             return
         try:
             if producer.flush(timeout_s) > 0:
                 self._closing = why or f"unresolved after waiting {timeout_s:.0f} s at close"
-                producer.purge(in_queue=True, in_flight=True, blocking=False)
-                left = producer.flush(5)  # serves the purged messages' delivery reports
+                producer.purge()
+                left = producer.flush(5)  # serves the purged sends' outcomes
                 if left:
                     log.warning("producer %s: %d sends without a delivery report after purge; "
                                 "their invokes stay uncompleted (unknown)", self.process, left)
         finally:
             self.producer = None
+            producer.close()
 
 
 class ConsumerClient:
     """A recorded consumer: assign or subscribe, then sequential polls."""
 
     def __init__(self, process: int, recorder: Recorder, bootstrap: str, topic: str, profile: Profile,
-                 group_id: str, extra: dict[str, Any] | None = None, key_base: int = 0) -> None:
+                 group_id: str, extra: dict[str, Any] | None = None, key_base: int = 0,
+                 driver: Driver | None = None, report_eof: bool = True) -> None:
         self.process, self.recorder, self.topic = process, recorder, topic
         # The history's key of partition p is key_base + p: the eos workload's output topic is
         # recorded at keys 1000 + p, apart from its input topic (harness/history/eos.py).
         self.key_base = key_base
-        self.config = {
+        self.driver = driver if driver is not None else drivers.make()
+        self.report_eof = report_eof  # EOFs tell the drain a partition is read to its end
+        self.config = {  # Kafka's client settings; the driver adds its library's own
             "bootstrap.servers": bootstrap,
             "group.id": group_id,
-            "enable.partition.eof": True,  # EOF events tell the drain a partition is read to its end
-            "logger": logging.getLogger("librdkafka.consumer"),
             **profile.consumer_config(),
             **(extra or {}),
         }
-        self.consumer: Consumer | None = None
+        self.consumer: ConsumerDriver | None = None
         self.eof: dict[int, int] = {}  # partition -> offset of the last EOF event seen
         self.rebalanced: list[int] | None = None  # the group's latest assignment, not yet recorded
         self.next_offset: dict[int, int] = {}  # partition -> offset after the last record read
 
     def open(self) -> "ConsumerClient":
-        self.consumer = Consumer(self.config)
+        self.consumer = self.driver.consumer(self.config, report_eof=self.report_eof)
         return self
 
     def assign(self, keys: list[int], seek: str | None = "committed") -> bool:
         assert self.consumer is not None
         value = {"keys": [k + self.key_base for k in keys], "seek": seek}
         self.recorder.record(self.process, "invoke", "assign", value)
-        start = OFFSET_BEGINNING if seek == "beginning" else OFFSET_STORED
-        try:
-            self.consumer.assign([TopicPartition(self.topic, k, start) for k in keys])
-        except KafkaException as exc:
+        try:  # seek null reads on from the committed offsets too (docs/history.md)
+            self.consumer.assign(self.topic, keys, BEGINNING if seek == "beginning" else COMMITTED)
+        except ClientException as exc:
             self.recorder.record(self.process, "fail", "assign", value, error_text(exc))
             return False
         self.recorder.record(self.process, "ok", "assign", value)
@@ -190,37 +186,33 @@ class ConsumerClient:
         value = {"keys": [k + self.key_base for k in keys], "seek": "committed"}
         self.recorder.record(self.process, "invoke", "subscribe", value)
         try:
-            self.consumer.subscribe([self.topic], on_assign=self._on_assign)
-        except KafkaException as exc:
+            self.consumer.subscribe(self.topic, self._on_assign)
+        except ClientException as exc:
             self.recorder.record(self.process, "fail", "subscribe", value, error_text(exc))
             return False
         self.recorder.record(self.process, "ok", "subscribe", value)
         return True
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, partitions: list[int]) -> None:
         # Called inside consume(): remember it; poll() records it as an assign between two polls.
-        self.rebalanced = sorted(tp.partition for tp in partitions)
+        self.rebalanced = partitions
 
     def poll(self, max_records: int = 500, timeout_s: float = 0.1) -> int:
         """One recorded poll; returns the number of records read."""
         assert self.consumer is not None
         self.recorder.record(self.process, "invoke", "poll", None)
         try:
-            messages = self.consumer.consume(num_messages=max_records, timeout=timeout_s)
-        except (KafkaException, RuntimeError) as exc:
+            batch = self.consumer.consume(max_records, timeout_s)
+        except ClientException as exc:
             self.recorder.record(self.process, "fail", "poll", None, error_text(exc))
             return 0
-        records, errors = [], []
-        for msg in messages:
-            err = msg.error()
-            if err is None:
-                p, o = msg.partition(), msg.offset()
-                records.append({"key": p + self.key_base, "offset": o, "value": int(msg.value()), "epoch": _epoch(msg)})
-                self.next_offset[p] = o + 1
-            elif err.code() == KafkaError._PARTITION_EOF:
-                self.eof[msg.partition()] = msg.offset()
-            else:
-                errors.append(error_text(err))
+        base, next_offset = self.key_base, self.next_offset
+        records = []
+        for p, o, v, epoch in batch.records:
+            records.append({"key": p + base, "offset": o, "value": v, "epoch": epoch})
+            next_offset[p] = o + 1
+        self.eof.update(batch.eof)
+        errors = [str(e) for e in batch.errors]
         if self.rebalanced is not None:
             # A group rebalance happened inside this poll. librdkafka serves it before records of the new
             # assignment, so record it as its own assign (positions reset to the committed offsets) between
@@ -238,6 +230,36 @@ class ConsumerClient:
         if self.consumer is not None:
             try:
                 self.consumer.close()
-            except (KafkaException, RuntimeError) as exc:
+            except ClientException as exc:
                 log.info("consumer %s close: %s", self.process, exc)
             self.consumer = None
+
+
+class Clients:
+    """What a workload's recorded clients are made from, passed down explicitly: the history, the
+    cluster's address, the profile and the driver; every client gets a new process id (one client
+    object is one process), unless it shares one (the eos pipeline's consumer and producer)."""
+
+    def __init__(self, recorder: Recorder, bootstrap: str, profile: Profile, driver: Driver | None = None) -> None:
+        self.recorder, self.bootstrap, self.profile = recorder, bootstrap, profile
+        self.driver = driver if driver is not None else drivers.make()
+        self.process_ids = ProcessIds()
+
+    def producer(self, topic: str) -> ProducerClient:
+        """A new recorded producer, open."""
+        return ProducerClient(self.process_ids(), self.recorder, self.bootstrap, topic, self.profile, driver=self.driver).open()
+
+    def consumer(self, topic: str, group: str, *, own_group: bool = False, process: int | None = None,
+                 extra: dict[str, Any] | None = None, key_base: int = 0, report_eof: bool = True) -> ConsumerClient:
+        """A new recorded consumer, not open yet, in consumer group `group`, or with `own_group` in a
+        group of its own, `<group>-<process>` (it assigns; no offsets shared)."""
+        process = self.process_ids() if process is None else process
+        return ConsumerClient(process, self.recorder, self.bootstrap, topic, self.profile,
+                              f"{group}-{process}" if own_group else group, extra=extra, key_base=key_base,
+                              driver=self.driver, report_eof=report_eof)
+
+    def txn_producer(self, topic: str, transactional_id: str, process: int | None = None) -> TxnProducerClient:
+        """A new recorded transactional producer, not open yet (open() runs init_transactions)."""
+        process = self.process_ids() if process is None else process
+        return TxnProducerClient(process, self.recorder, self.bootstrap, topic, self.profile, transactional_id,
+                                 driver=self.driver)

@@ -11,14 +11,14 @@ drained and checked.
 
 from __future__ import annotations
 
-import logging
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-
+from workloads import drivers
 from workloads.clients import ConsumerClient
+from workloads.drivers.base import ClientError, ClientException, Driver
 
 
 @dataclass
@@ -43,24 +43,23 @@ class DrainResult:
         }
 
 
-# librdkafka's answers while a partition has no leader: its metadata lists no leader
-# (_UNKNOWN_PARTITION: "Local: Unknown partition", seen on 0.10.2.2 after 120 s of kills and
-# partitions, issue 21) or the broker asked says it leads nothing. Retried like the retriable
-# errors, since an election may still be under way; still failing at the deadline, the partition
-# is offline.
-LEADERLESS = {KafkaError._UNKNOWN_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
-              KafkaError.OFFSET_NOT_AVAILABLE}
+# librdkafka's answers while a partition has no leader, by name (ClientError.name): its metadata
+# lists no leader (_UNKNOWN_PARTITION: "Local: Unknown partition", seen on 0.10.2.2 after 120 s of
+# kills and partitions, issue 21) or the broker asked says it leads nothing. Retried like the
+# retriable errors, since an election may still be under way; still failing at the deadline, the
+# partition is offline. Another driver's client adds its own names.
+LEADERLESS = frozenset({"_UNKNOWN_PARTITION", "LEADER_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION", "OFFSET_NOT_AVAILABLE"})
 
 
 def probe_high_watermarks(bootstrap: str, topic: str, partitions: Iterable[int], group_id: str,
-                          timeout_s: float = 60.0) -> tuple[dict[int, int], dict[int, str]]:
+                          timeout_s: float = 60.0, driver: Driver | None = None) -> tuple[dict[int, int], dict[int, str]]:
     """Every partition's high watermark, and for each partition whose watermark could not be had,
-    why (librdkafka's error). Right after an election a new leader answers OFFSET_NOT_AVAILABLE
+    why (the client's error). Right after an election a new leader answers OFFSET_NOT_AVAILABLE
     until its high watermark catches up, and a partition may have no leader for a while, so those
     errors and the retriable ones are retried until `timeout_s` (shared by all partitions; each
     gets at least one try)."""
-    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id,
-                      "logger": logging.getLogger("librdkafka.consumer")})
+    driver = driver if driver is not None else drivers.make()
+    probe = driver.consumer({"bootstrap.servers": bootstrap, "group.id": group_id}, report_eof=False)
     deadline = time.monotonic() + timeout_s
     high: dict[int, int] = {}
     failed: dict[int, str] = {}
@@ -68,12 +67,12 @@ def probe_high_watermarks(bootstrap: str, topic: str, partitions: Iterable[int],
         for p in partitions:
             while True:
                 try:
-                    high[p] = probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                    high[p] = probe.high_watermark(topic, p, 10)
                     break
-                except KafkaException as exc:
-                    err = exc.args[0]
-                    if not (err.retriable() or err.code() in LEADERLESS) or time.monotonic() > deadline:
-                        failed[p] = f"high watermark unavailable: {err.str()} ({err.name()})"
+                except ClientException as exc:
+                    err = exc.error
+                    if not (err.retriable or err.name in LEADERLESS) or time.monotonic() > deadline:
+                        failed[p] = f"high watermark unavailable: {err.message} ({err.name})"
                         break
                     time.sleep(0.5)
         return high, failed
@@ -82,13 +81,13 @@ def probe_high_watermarks(bootstrap: str, topic: str, partitions: Iterable[int],
 
 
 def high_watermarks(bootstrap: str, topic: str, partitions: Iterable[int], group_id: str,
-                    timeout_s: float = 60.0) -> dict[int, int]:
+                    timeout_s: float = 60.0, driver: Driver | None = None) -> dict[int, int]:
     """Every partition's high watermark (see probe_high_watermarks); any partition without one
-    raises KafkaException (the scenarios, which read a single partition, stop there)."""
-    high, failed = probe_high_watermarks(bootstrap, topic, partitions, group_id, timeout_s)
+    raises ClientException (the scenarios, which read a single partition, stop there)."""
+    high, failed = probe_high_watermarks(bootstrap, topic, partitions, group_id, timeout_s, driver)
     if failed:
         p, why = min(failed.items())
-        raise KafkaException(KafkaError(KafkaError._FAIL, f"partition {p}: {why}"))
+        raise ClientException(ClientError("_FAIL", f"partition {p}: {why}"))
     return high
 
 
@@ -109,3 +108,41 @@ def drain_one(client: ConsumerClient, partitions: int | Iterable[int], high: dic
         client.poll(max_records=5000, timeout_s=0.2)
         left = remaining()
     return left
+
+
+def drain_topic(new_reader: Callable[[], ConsumerClient], readers: int, bootstrap: str, topic: str, partitions: int,
+                group_id: str, first_index: int, timeout_s: float, driver: Driver | None = None) -> DrainResult:
+    """The final drain of the queue and txn workloads (and the eos input): `readers` fresh consumers
+    (at least one), each re-reading every partition from the beginning to its high watermark. A
+    partition without one (offline: no leader) is left out and reported in `undrained`, so the rest
+    is still drained and checked (issue 21)."""
+    began = time.monotonic()
+    high, offline = probe_high_watermarks(bootstrap, topic, range(partitions), f"{group_id}-hwm", timeout_s=timeout_s,
+                                          driver=driver)
+    began_reading = time.monotonic()  # the reads get their own timeout_s after the probe
+    results: list[set[int]] = []
+    processes: list[int] = []
+    lock = threading.Lock()
+
+    def one(_: int) -> None:
+        client = new_reader()
+        with lock:
+            processes.append(client.process)
+        try:
+            timed_out = drain_one(client, sorted(high), high, began_reading + timeout_s)
+        finally:
+            client.close()
+        with lock:
+            results.append(timed_out)
+
+    threads = [threading.Thread(target=one, args=(i,), name=f"drain-{i}", daemon=True) for i in range(max(1, readers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout_s + 30)
+    timed_out_partitions = set().union(*results) if results else set(high)
+    undrained = dict(offline)
+    undrained.update({p: f"not read to its high watermark {high[p]} within {timeout_s:g} s" for p in timed_out_partitions})
+    complete = len(results) == len(threads) and not undrained
+    return DrainResult(complete, high, sorted(timed_out_partitions), sorted(processes), time.monotonic() - began,
+                       first_index, undrained)

@@ -1,6 +1,7 @@
 """The exactly-once pipeline workload: consume, transform, produce, in one transaction.
 
-Producers (the queue workload's, `producers` of them) feed unique values into the input topic.
+Producers (the queue workload's, `producers` of them: workloads/loops.py's `Feed`) feed unique
+values into the input topic.
 Each of the `consumers` pipeline workers owns a share of the input partitions (assigned, not
 subscribed, with its own fixed `transactional.id`, so that a replacement worker fences the one
 it replaces, as Kafka's exactly-once pattern before KIP-447 does) and loops: consume a batch of
@@ -31,14 +32,16 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-
 from harness.errors import HarnessError
+from harness.history import Recorder
 from harness.history.eos import OUTPUT_KEY_BASE, output_key
-from workloads.clients import ConsumerClient
-from workloads.drain import DrainResult, drain_one, probe_high_watermarks
+from workloads.clients import Clients, ConsumerClient, ProducerClient
+from workloads.drain import DrainResult, drain_one, drain_topic, probe_high_watermarks
+from workloads.drivers.base import ClientException, Driver
 from workloads.eos_pipeline import PipelineWorker
-from workloads.queue import QueueWorkload
+from workloads.loops import Feed, poll_until, share
+from workloads.profiles import Profile
+from workloads.threads import ClientThreads
 
 log = logging.getLogger(__name__)
 
@@ -66,45 +69,66 @@ class EosDrain:
         return out
 
 
-class EosWorkload(QueueWorkload):
+class EosWorkload:
     name = "eos"
 
-    def __init__(self, *args: Any, abort_probability: float = 0.1, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if self.partitions > OUTPUT_KEY_BASE:
+    def __init__(self, recorder: Recorder, bootstrap: str, topic: str, profile: Profile, *, partitions: int = 8,
+                 producers: int = 2, consumers: int = 2, rate: float = 1000.0, seed: int = 0, subscribe: bool = False,
+                 group_id: str = "eos", abort_probability: float = 0.1, driver: Driver | None = None) -> None:
+        if partitions > OUTPUT_KEY_BASE:
             raise HarnessError(f"the eos workload records its output topic at keys {OUTPUT_KEY_BASE} + p, so it "
-                               f"takes at most {OUTPUT_KEY_BASE} partitions, not {self.partitions}.",
+                               f"takes at most {OUTPUT_KEY_BASE} partitions, not {partitions}.",
                                hint=f"use --partitions {OUTPUT_KEY_BASE} or fewer")
-        if self.consumers < 1:
+        if consumers < 1:
             raise HarnessError("the eos workload needs at least one pipeline worker (--consumers).", hint="e.g. --consumers 2")
-        self.profile = replace(self.profile, isolation_level="read_committed")
+        self.recorder, self.bootstrap, self.topic = recorder, bootstrap, topic
+        self.profile = replace(profile, isolation_level="read_committed")
+        self.partitions, self.producers, self.consumers = partitions, producers, consumers
+        self.rate, self.seed, self.subscribe, self.group_id = rate, seed, subscribe, group_id  # subscribe: unused, workers assign
         self.abort_probability = abort_probability
-        self.output_topic = f"{self.topic}-out"
+        self.output_topic = f"{topic}-out"
+        self.clients = Clients(recorder, bootstrap, self.profile, driver)
+        self.threads = ClientThreads()
         self._attempts = itertools.count(1)
         self._attempt_lock = threading.Lock()
+        self._stop = threading.Event()  # stops the pipeline and the readers
         self._feed_stop = threading.Event()  # the feeders stop first (stop())
         self.pipeline: dict[str, Any] = {}
+
+    @property
+    def errors(self) -> list[str]:
+        return self.threads.errors
 
     @property
     def topics(self) -> tuple[str, ...]:
         return (self.topic, self.output_topic)  # the run creates the output topic like the input
 
     def start(self, ready_timeout_s: float = 120.0) -> None:
-        # The queue workload's producers feed the input; its consumers are replaced by the pipeline
-        # workers (spawned by _consumer_loop) and the output readers.
-        try:
-            super().start(ready_timeout_s)
-        except HarnessError:
-            self._feed_stop.set()
-            raise
+        """The feeders and the pipeline workers, each once open (init_transactions done); then the
+        output readers."""
+        feed = Feed(self.new_producer, self.recorder, self.threads, self._feed_stop, partitions=self.partitions,
+                    producers=self.producers, rate=self.rate, seed=self.seed)
+        for w in range(self.producers):
+            self.threads.spawn(f"producer-{w}", feed.loop, w)
         for c in range(self.consumers):
-            self._spawn(f"output-reader-{c}", self._reader_loop, c)
+            self.threads.spawn(f"consumer-{c}", self._worker_loop, c)
 
-    def _consumer_loop(self, c: int) -> None:
+        def stop_all() -> None:
+            self._stop.set()
+            self._feed_stop.set()
+
+        self.threads.wait_ready(ready_timeout_s, on_failure=stop_all)
+        for c in range(self.consumers):
+            self.threads.spawn(f"output-reader-{c}", self._reader_loop, c)
+
+    def new_producer(self) -> ProducerClient:
+        return self.clients.producer(self.topic)
+
+    def _worker_loop(self, c: int) -> None:
         rng = random.Random(self.seed * 1_000_003 + 20_000 + c)
-        share = [p for p in range(self.partitions) if p % self.consumers == c] or list(range(self.partitions))
-        worker = self._open_worker(c, share)
-        self._opened()
+        mine = share(c, self.consumers, self.partitions)
+        worker = self._open_worker(c, mine)
+        self.threads.opened()
         # Ends within TXN_DEADLINE_S + ABORT_S (+ OPEN_S for a replacement) of the stop: each
         # transaction is bounded (workloads/eos_pipeline.py), and so is each try to open a worker.
         while worker is not None and not self._stop.is_set():
@@ -114,19 +138,20 @@ class EosWorkload(QueueWorkload):
             if worker.txn.fatal:
                 self.recorder.record(worker.process, "info", "crash", {"reason": worker.txn.fatal})
                 worker.close()
-                worker = self._open_worker(c, share)
+                worker = self._open_worker(c, mine)
         if worker is not None:
             worker.close()
 
-    def _open_worker(self, c: int, share: list[int]) -> PipelineWorker | None:
+    def _open_worker(self, c: int, mine: list[int]) -> PipelineWorker | None:
         """A new incarnation of worker c; None once the run stops. During a fault init_transactions
         may time out (no coordinator): retried, each try a new process bounded by OPEN_S, a second
         apart, until it opens or the run stops."""
         while not self._stop.is_set():
-            worker = PipelineWorker(self, c, share)
+            worker = PipelineWorker.made(self.clients, self.topic, self.output_topic, self.group_id,
+                                         f"{self.group_id}-eos-{c}", mine)
             try:
                 return worker.open()
-            except KafkaException as exc:
+            except ClientException as exc:
                 worker.close()
                 log.info("pipeline worker %d: open failed, retrying: %s", c, exc)
                 self._stop.wait(1.0)
@@ -136,43 +161,42 @@ class EosWorkload(QueueWorkload):
         rng = random.Random(self.seed * 1_000_003 + 30_000 + c)
         client = self._output_consumer()
         try:
-            share = [p for p in range(self.partitions) if p % self.consumers == c] or list(range(self.partitions))
-            client.assign(share, "beginning")
-            while not self._stop.is_set():
-                client.poll(max_records=rng.randint(100, 500), timeout_s=0.1)
+            client.assign(share(c, self.consumers, self.partitions), "beginning")
+            poll_until(client, rng, self._stop)
         finally:
             client.close()
 
     def _output_consumer(self) -> ConsumerClient:
-        process = self.process_ids()
-        return ConsumerClient(process, self.recorder, self.bootstrap, self.output_topic, self.profile,
-                              f"{self.group_id}-out-{process}", key_base=OUTPUT_KEY_BASE).open()
+        return self.clients.consumer(self.output_topic, f"{self.group_id}-out", own_group=True,
+                                     key_base=OUTPUT_KEY_BASE).open()
+
+    def _input_consumer(self, group: bool = False) -> ConsumerClient:
+        return self.clients.consumer(self.topic, self.group_id, own_group=not group).open()
 
     def stop(self, timeout_s: float = 60.0) -> None:
         """Stop the feeders, let the pipeline commit up to the input's end (within `timeout_s`),
         then stop the pipeline and the readers."""
         began = time.monotonic()
         self._feed_stop.set()
-        for t in self._threads:
-            if t.name.startswith("producer-"):
-                t.join(timeout=max(0.1, began + timeout_s - time.monotonic()))
+        self.threads.join(timeout_s, prefix="producer-")
         self.pipeline = self._catch_up(began + timeout_s)
         self.pipeline["seconds"] = round(time.monotonic() - began, 3)
-        super().stop(max(5.0, began + timeout_s + 30 - time.monotonic()))
+        self._stop.set()
+        self.threads.join(max(5.0, began + timeout_s + 30 - time.monotonic()))
 
     def _catch_up(self, deadline: float) -> dict[str, Any]:
         high, offline = probe_high_watermarks(self.bootstrap, self.topic, range(self.partitions), f"{self.group_id}-hwm",
-                                              timeout_s=max(1.0, deadline - time.monotonic()))
-        probe = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group_id, "isolation.level": "read_committed",
-                          "enable.auto.commit": False, "logger": logging.getLogger("librdkafka.consumer")})
+                                              timeout_s=max(1.0, deadline - time.monotonic()), driver=self.clients.driver)
+        probe = self.clients.driver.consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group_id,
+                                              "isolation.level": "read_committed", "enable.auto.commit": False},
+                                             report_eof=False)
         committed: dict[int, int] = {}
         try:
             while True:
                 try:
-                    tps = probe.committed([TopicPartition(self.topic, p) for p in sorted(high)],
-                                          timeout=min(10.0, max(1.0, deadline - time.monotonic())))
-                    committed = {tp.partition: max(tp.offset, 0) for tp in tps}
-                except KafkaException as exc:
+                    got = probe.committed(self.topic, sorted(high), min(10.0, max(1.0, deadline - time.monotonic())))
+                    committed = {p: max(o, 0) for p, o in got.items()}
+                except ClientException as exc:
                     log.info("eos catch-up: committed offsets: %s", exc)
                 behind = {p: high[p] - committed.get(p, 0) for p in high if committed.get(p, 0) < high[p]}
                 if not behind or time.monotonic() > deadline or self.errors:
@@ -188,11 +212,12 @@ class EosWorkload(QueueWorkload):
 
     def drain(self, timeout_s: float = 60.0) -> EosDrain:
         """The input as the queue workload drains it, then the output with read_committed readers."""
-        first = super().drain(timeout_s)
+        first = drain_topic(self._input_consumer, self.consumers, self.bootstrap, self.topic, self.partitions,
+                            self.group_id, self.recorder.events_recorded, timeout_s, self.clients.driver)
         began = time.monotonic()
         first_index = self.recorder.events_recorded
         high, offline = probe_high_watermarks(self.bootstrap, self.output_topic, range(self.partitions),
-                                              f"{self.group_id}-out-hwm", timeout_s=timeout_s)
+                                              f"{self.group_id}-out-hwm", timeout_s=timeout_s, driver=self.clients.driver)
         client = self._output_consumer()
         try:
             timed_out = drain_one(client, sorted(high), high, time.monotonic() + timeout_s)
@@ -204,4 +229,3 @@ class EosWorkload(QueueWorkload):
                              sorted(output_key(p) for p in timed_out), [client.process], time.monotonic() - began,
                              first_index, undrained)
         return EosDrain(first, second, self.pipeline)
-

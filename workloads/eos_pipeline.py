@@ -27,17 +27,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-
+from harness.history import Recorder
 from harness.history.eos import OUTPUT_KEY_BASE, output_key, output_value
-from workloads.clients import ConsumerClient, _epoch
+from workloads.clients import Clients, ConsumerClient
+from workloads.drivers.base import ClientException, ConsumerDriver, QueueFull
 from workloads.outcomes import error_text
-from workloads.txn import TxnProducerClient
-
-if TYPE_CHECKING:
-    from workloads.eos import EosWorkload
+from workloads.txn_client import TxnProducerClient
 
 log = logging.getLogger(__name__)
 
@@ -75,24 +72,33 @@ class StepTimes:
 
 
 class PipelineWorker:
-    """One incarnation of a pipeline worker: a read_committed consumer and a transactional producer
-    recorded as one process (they act as one client: a txn holds the consumer's reads)."""
+    """One incarnation of a pipeline worker: a read_committed consumer of the input topic and a
+    transactional producer to the output topic, recorded as one process (they act as one client: a
+    txn holds the consumer's reads). Given its two clients, the history and its share of the input's
+    partitions; it knows nothing of the workload that runs it (workloads/eos.py)."""
 
-    def __init__(self, wl: "EosWorkload", w: int, share: list[int]) -> None:
-        self.wl, self.share = wl, share
-        self.process = wl.process_ids()
+    def __init__(self, recorder: Recorder, txn: TxnProducerClient, consumer: ConsumerClient, share: list[int]) -> None:
+        assert txn.process == consumer.process, "the pipeline's two clients are one process"
+        self.recorder, self.txn, self.consumer, self.share = recorder, txn, consumer, share
+        self.process = txn.process
         self.times = StepTimes()
-        self.txn = TxnProducerClient(self.process, wl.recorder, wl.bootstrap, wl.output_topic, wl.profile,
-                                     f"{wl.group_id}-eos-{w}")
-        self.consumer = ConsumerClient(self.process, wl.recorder, wl.bootstrap, wl.topic, wl.profile, wl.group_id,
-                                       extra={"enable.partition.eof": False, "auto.offset.reset": "earliest",
-                                              "enable.auto.commit": False})
+
+    @classmethod
+    def made(cls, clients: Clients, input_topic: str, output_topic: str, group_id: str, transactional_id: str,
+             share: list[int]) -> "PipelineWorker":
+        """A new incarnation (a new process), not open yet: its consumer reads `input_topic` in the
+        group `group_id`, whose committed offsets its transactions move; its producer writes
+        `output_topic` as `transactional_id`."""
+        process = clients.process_ids()
+        txn = clients.txn_producer(output_topic, transactional_id, process)
+        consumer = clients.consumer(input_topic, group_id, process=process, report_eof=False,
+                                    extra={"auto.offset.reset": "earliest", "enable.auto.commit": False})
+        return cls(clients.recorder, txn, consumer, share)
 
     def open(self) -> "PipelineWorker":
-        self.txn.producer = Producer(self.txn.config)
         # Fences the previous incarnation and ends its open transaction; bounded, so that a worker
         # replaced during a fault tries again (a new process) instead of waiting out the run.
-        self.txn.producer.init_transactions(OPEN_S)
+        self.txn.open(OPEN_S)
         self.consumer.open()
         self.rewind()
         return self
@@ -102,7 +108,7 @@ class PipelineWorker:
         assert self.consumer.consumer is not None
         try:
             self.consumer.consumer.unassign()
-        except KafkaException:
+        except ClientException:
             pass
         return self.consumer.assign(self.share, "committed")
 
@@ -112,19 +118,17 @@ class PipelineWorker:
         assert c is not None
         t0 = time.monotonic()
         try:
-            msgs = c.consume(num_messages=BATCH, timeout=0.1)
-        except (KafkaException, RuntimeError) as exc:
+            batch = c.consume(BATCH, 0.1)
+        except ClientException as exc:
             log.info("pipeline %s consume: %s", self.process, exc)
             return None
         self.times.lap("consume", t0)
-        records = [{"key": m.partition(), "offset": m.offset(), "value": int(m.value()), "epoch": _epoch(m)}
-                   for m in msgs if m.error() is None]
-        errors = [m.error() for m in msgs if m.error() is not None]
-        if errors and not records:
+        records = [{"key": r.partition, "offset": r.offset, "value": r.value, "epoch": r.epoch} for r in batch.records]
+        if batch.errors and not records:
             # Measured: the first committed-offset fetch failed with NOT_COORDINATOR while the group
             # coordinator was starting, and librdkafka never fetched again: the worker read nothing for
             # a whole run. Assigning again fetches the committed offsets again.
-            log.info("pipeline %s: %s; assigning again", self.process, errors[0])
+            log.info("pipeline %s: %s; assigning again", self.process, batch.errors[0])
             time.sleep(0.2)
             self.rewind()
         if not records:
@@ -139,11 +143,11 @@ class PipelineWorker:
             self.txn.fatal = "transaction outcome unknown"
         return outcome
 
-    def _transaction(self, records: list[dict], sends: list[tuple[int, int]], abort: bool, c: Consumer) -> str:
-        rec, p, producer, times = self.wl.recorder, self.process, self.txn.producer, self.times
+    def _transaction(self, records: list[dict], sends: list[tuple[int, int]], abort: bool, c: ConsumerDriver) -> str:
+        rec, p, producer, times = self.recorder, self.process, self.txn.producer, self.times
         assert producer is not None
         rec.record(p, "invoke", "txn", {"sends": [{"key": k, "value": v} for k, v in sends], "records": []})
-        delivered: dict[int, tuple[int | None, int | None]] = {}
+        self.txn.delivered = {}
         deadline = time.monotonic() + TXN_DEADLINE_S
 
         def left(step: str) -> float:
@@ -153,26 +157,20 @@ class PipelineWorker:
                 raise Stuck(f"transaction deadline of {TXN_DEADLINE_S:g} s passed before {step}")
             return s
 
-        def on_delivery(err: KafkaError | None, msg: Message) -> None:
-            if err is None:
-                delivered[int(msg.value())] = (msg.offset(), _epoch(msg))
-
         def value() -> dict[str, Any]:
-            return {"sends": [{"key": k, "value": v, "offset": delivered.get(v, (None, None))[0],
-                               "epoch": delivered.get(v, (None, None))[1]} for k, v in sends],
-                    "records": records}
+            return self.txn.txn_value(sends, records)
 
         t0 = time.monotonic()
         try:
             producer.begin_transaction()
-        except KafkaException as exc:  # a local state error: nothing was sent
-            self.txn._note_fatal(exc)
+        except ClientException as exc:  # a local state error: nothing was sent
+            self.txn.note_fatal(exc)
             rec.record(p, "fail", "txn", value(), error_text(exc))
             return "fail"
         reason = "aborted by the workload"
         try:
             for k, v in sends:
-                producer.produce(self.wl.output_topic, b"%d" % v, partition=k - OUTPUT_KEY_BASE, on_delivery=on_delivery)
+                producer.send(self.txn.topic, k - OUTPUT_KEY_BASE, v)
             # Flushed before the offsets are sent (not left to commit_transaction), so the history's
             # sends carry their offsets whatever happens next. Leaving it to the commit showed no
             # clear gain: send_offsets_to_transaction then took the flush's time instead (0.9 s a
@@ -184,25 +182,25 @@ class PipelineWorker:
             last: dict[int, int] = {}
             for r in records:
                 last[r["key"]] = max(last.get(r["key"], -1), r["offset"])
-            offsets = [TopicPartition(self.wl.topic, k, o + 1) for k, o in sorted(last.items())]
-            producer.send_offsets_to_transaction(offsets, c.consumer_group_metadata(), left("send_offsets_to_transaction"))
+            producer.send_offsets_to_transaction(self.consumer.topic, {k: o + 1 for k, o in sorted(last.items())}, c,
+                                                 left("send_offsets_to_transaction"))
             t0 = times.lap("send_offsets", t0)
             if not abort:
                 outcome = self._commit(value, left)
                 times.lap("commit", t0)
                 times.add("records", len(records))
                 return outcome
-        except (KafkaException, BufferError, Stuck) as exc:
-            if isinstance(exc, KafkaException) and self.txn._note_fatal(exc):
+        except (ClientException, QueueFull, Stuck) as exc:
+            if isinstance(exc, ClientException) and self.txn.note_fatal(exc):
                 rec.record(p, "info", "txn", value(), error_text(exc))
                 return "info"
-            reason = (error_text(exc) if isinstance(exc, KafkaException)
-                      else f"local queue full: {exc}" if isinstance(exc, BufferError) else str(exc))
+            reason = (error_text(exc) if isinstance(exc, ClientException)
+                      else f"local queue full: {exc}" if isinstance(exc, QueueFull) else str(exc))
         return self._abort(value, reason)
 
     def _commit(self, value: Callable[[], dict[str, Any]], left: Callable[[str], float]) -> str:
         """commit_transaction until it returns, a non-retriable error, COMMIT_TRIES tries or the deadline."""
-        producer, rec, p = self.txn.producer, self.wl.recorder, self.process
+        producer, rec, p = self.txn.producer, self.recorder, self.process
         assert producer is not None
         last = "no try"
         for _ in range(COMMIT_TRIES):
@@ -213,12 +211,12 @@ class PipelineWorker:
             except Stuck as exc:
                 last = str(exc)
                 break
-            except KafkaException as exc:
-                err, last = exc.args[0], error_text(exc)
-                if self.txn._note_fatal(exc) or (not err.retriable() and not err.txn_requires_abort()):
+            except ClientException as exc:
+                err, last = exc.error, error_text(exc)
+                if self.txn.note_fatal(exc) or (not err.retriable and not err.txn_requires_abort):
                     rec.record(p, "info", "txn", value(), last)
                     return "info"
-                if err.txn_requires_abort():
+                if err.txn_requires_abort:
                     return self._abort(value, last)
         # Retriable and still unknown: the commit may yet complete. A new incarnation settles it.
         rec.record(p, "info", "txn", value(), f"commit unresolved: {last}")
@@ -226,12 +224,12 @@ class PipelineWorker:
         return "info"
 
     def _abort(self, value: Callable[[], dict[str, Any]], reason: str) -> str:
-        producer, rec, p = self.txn.producer, self.wl.recorder, self.process
+        producer, rec, p = self.txn.producer, self.recorder, self.process
         assert producer is not None
         try:
             producer.abort_transaction(ABORT_S)
-        except KafkaException as exc:  # the abort did not finish: the transaction's fate is unknown
-            self.txn._note_fatal(exc)
+        except ClientException as exc:  # the abort did not finish: the transaction's fate is unknown
+            self.txn.note_fatal(exc)
             self.txn.fatal = self.txn.fatal or f"abort failed: {error_text(exc)}"
             rec.record(p, "info", "txn", value(), f"{reason}; abort failed: {error_text(exc)}")
             return "info"

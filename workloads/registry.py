@@ -5,8 +5,9 @@ A workload owns its client threads: `start()` returns once every client is open,
 them, `drain(timeout)` reads back what the run wrote and returns a result with `as_json()`,
 `errors` lists worker threads that died, and `topics` names every topic it needs, the workload
 topic first (the run creates each of them the same way before the workload starts). Everything a
-workload does is recorded into the history (harness/history). The clients behind it are today's
-confluent-kafka ones (workloads/clients.py); a driver for another client plugs in beneath a workload.
+workload does is recorded into the history (harness/history). The Kafka client library beneath its
+recorded clients (workloads/clients.py) is a driver, chosen by name (workloads/drivers/:
+`librdkafka` by default); a workload records the same history whatever the driver.
 
 The classes load when a workload is made, not when this module is imported: the run command's
 option checks read the names here, and the Kafka client costs its import only to a run.
@@ -17,6 +18,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from workloads import drivers
 
 
 class Workload(Protocol):
@@ -62,11 +65,14 @@ def names() -> tuple[str, ...]:
     return tuple(WORKLOADS)
 
 
-def make(name: str, config: Any, profile: Any, recorder: Any, bootstrap: str, topic: str, run_id: str) -> Workload:
+def make(name: str, config: Any, profile: Any, recorder: Any, bootstrap: str, topic: str, run_id: str,
+         driver: str = drivers.DEFAULT) -> Workload:
     """The workload `name` for a RunConfig-like `config` (partitions, producers, consumers, rate,
-    seed, subscribe, and what the workload takes), writing into `recorder`."""
+    seed, subscribe, and what the workload takes), writing into `recorder`, its clients driven by
+    the client driver `driver` (workloads/drivers/)."""
     spec = WORKLOADS[name]
     kwargs: dict[str, Any] = dict(partitions=config.partitions, producers=config.producers, consumers=config.consumers,
-                                  rate=config.rate, seed=config.seed, subscribe=config.subscribe, group_id=f"{name}-{run_id}")
+                                  rate=config.rate, seed=config.seed, subscribe=config.subscribe, group_id=f"{name}-{run_id}",
+                                  driver=drivers.make(driver))
     kwargs.update({keyword: getattr(config, field) for field, keyword in spec.takes})
     return spec.load()(recorder, bootstrap, topic, profile, **kwargs)

@@ -7,11 +7,11 @@ back once, in offset order per partition.
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from workloads import drivers
+from workloads.drivers.base import BEGINNING, ClientError, Driver, QueueFull
 
 
 @dataclass
@@ -40,58 +40,48 @@ class RoundTrip:
         return bad
 
 
-def produce(bootstrap: str, topic: str, count: int, partitions: int, result: RoundTrip, timeout_s: float = 120.0) -> None:
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "logger": logging.getLogger("librdkafka.producer"),
-        }
-    )
+def produce(bootstrap: str, topic: str, count: int, partitions: int, result: RoundTrip, timeout_s: float = 120.0,
+            driver: Driver | None = None) -> None:
+    driver = driver if driver is not None else drivers.make()
 
-    def on_delivery(err: KafkaError | None, msg) -> None:  # type: ignore[no-untyped-def]
-        value = int(msg.value())
-        if err is None:
-            result.acked[value] = (msg.partition(), msg.offset())
-        else:
-            result.failed[value] = err.str()
+    def acked(partition: int, value: int, offset: int, epoch: int | None) -> None:
+        result.acked[value] = (partition, offset)
 
-    for value in range(count):
-        while True:
-            try:
-                producer.produce(topic, value=str(value).encode(), partition=value % partitions, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
-    remaining = producer.flush(timeout_s)
+    def failed(partition: int, value: int, err: ClientError) -> None:
+        result.failed[value] = err.message
+
+    producer = driver.producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5},
+                               acked, failed)
+    try:
+        for value in range(count):
+            while True:
+                try:
+                    producer.send(topic, value % partitions, value)
+                    break
+                except QueueFull:
+                    producer.poll(0.05)
+            producer.poll(0)
+        remaining = producer.flush(timeout_s)
+    finally:
+        producer.close()
     if remaining:
         raise TimeoutError(f"{remaining} sends still unacknowledged after {timeout_s:.0f} s")
 
 
-def consume(bootstrap: str, topic: str, partitions: int, expect: int, result: RoundTrip, timeout_s: float = 120.0) -> None:
+def consume(bootstrap: str, topic: str, partitions: int, expect: int, result: RoundTrip, timeout_s: float = 120.0,
+            driver: Driver | None = None) -> None:
     """Read every partition from the beginning until `expect` records are read or the high watermarks are reached."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"roundtrip-{time.monotonic_ns()}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "logger": logging.getLogger("librdkafka.consumer"),
-        }
-    )
+    driver = driver if driver is not None else drivers.make()
+    consumer = driver.consumer({"bootstrap.servers": bootstrap, "group.id": f"roundtrip-{time.monotonic_ns()}",
+                                "enable.auto.commit": False, "auto.offset.reset": "earliest"}, report_eof=False)
     try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        high = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+        consumer.assign(topic, list(range(partitions)), BEGINNING)
+        high = {p: consumer.high_watermark(topic, p, 10) for p in range(partitions)}
         position = {p: 0 for p in range(partitions)}
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and any(position[p] < high[p] for p in high):
-            for msg in consumer.consume(num_messages=1000, timeout=0.5):
-                if msg.error():
-                    continue
-                result.read.append((msg.partition(), msg.offset(), int(msg.value())))
-                position[msg.partition()] = msg.offset() + 1
+            for p, offset, value, _ in consumer.consume(1000, 0.5).records:
+                result.read.append((p, offset, value))
+                position[p] = offset + 1
     finally:
         consumer.close()

@@ -1,0 +1,83 @@
+"""A workload's client threads: started by name, each saying when its client is open, joined at the
+stop; an unexpected exception in one is kept for the run (`errors`), never silently lost.
+
+Shared by the workloads (queue, txn, eos) by composition: each owns one `ClientThreads` and says
+which loops run in it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from harness.errors import HarnessError
+from harness.history.recorder import RecorderClosed
+
+log = logging.getLogger(__name__)
+
+
+class ClientThreads:
+    def __init__(self) -> None:
+        self.errors: list[str] = []  # unexpected exceptions in worker threads
+        self._threads: list[threading.Thread] = []
+        self._ready: list[threading.Event] = []
+        self._background: list[threading.Thread] = []  # e.g. crashed producers, closing
+
+    def spawn(self, name: str, target: Callable[[Any], None], arg: Any) -> None:
+        """Run `target(arg)` on a daemon thread `name`; it calls `opened()` once its client is open
+        (or is counted ready when it ends)."""
+        ready = threading.Event()
+
+        def guarded() -> None:
+            try:
+                target(arg)
+            except RecorderClosed:  # the run ended (failed) first: nothing left to record, no traceback
+                log.warning("%s stopped: the history was closed before it finished; its unresolved "
+                            "operations stay uncompleted (unknown)", name)
+            except Exception as exc:  # recorded for the run, never silently lost
+                log.exception("%s died", name)
+                self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+            finally:
+                ready.set()
+
+        self._ready.append(ready)
+        thread = threading.Thread(target=guarded, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def opened(self) -> None:
+        """Called by a spawned thread: its client is open."""
+        self._ready[[t.ident for t in self._threads].index(threading.get_ident())].set()
+
+    def background(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        """A helper thread that `join` waits for too (e.g. a crashed producer closing)."""
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self._background.append(thread)
+        thread.start()
+
+    def wait_ready(self, timeout_s: float, on_failure: Callable[[], None]) -> None:
+        """Return once every thread spawned so far has opened its client, or after `timeout_s`;
+        a client that could not even open means broken settings, not a finding: `on_failure()`
+        (stop the others), then HarnessError."""
+        deadline = time.monotonic() + timeout_s
+        for event in list(self._ready):
+            event.wait(max(0.0, deadline - time.monotonic()))
+        if self.errors:
+            on_failure()
+            raise HarnessError(
+                f"{len(self.errors)} client(s) could not start: {'; '.join(self.errors[:3])}",
+                hint="fix the client settings named above (profile or workload options); nothing was measured",
+            )
+
+    def join(self, timeout_s: float, prefix: str = "") -> None:
+        """Wait up to `timeout_s` for the threads whose name starts with `prefix` (all by default;
+        with every background thread), noting those still running in `errors`."""
+        deadline = time.monotonic() + timeout_s
+        threads = [t for t in self._threads if t.name.startswith(prefix)] + (self._background if not prefix else [])
+        for thread in threads:
+            thread.join(timeout=max(0.1, deadline - time.monotonic()))
+        stuck = [t.name for t in threads if t.is_alive()]
+        if stuck and not prefix:
+            self.errors.append(f"threads still running {timeout_s:.0f} s after stop: {stuck}")
