@@ -116,8 +116,8 @@ class TransferNemesis(KillSequence):
             value["reordered"] = self.reorder(partition, order, new)
         if plan["cut"]:
             self.cut(old, new, value["partition"])
-        out = {k: v for k, v in value.items() if k != "step"}
-        out["leader"] = self.transfer(value, partition, new)
+        leader = self.transfer(value, partition, new)  # adds the election's answer to the value
+        out = {**{k: v for k, v in value.items() if k != "step"}, "leader": leader}
         if plan["kill_after_s"] is not None:
             out.update(self.kill_new(new, out["leader"], value["partition"], float(plan["kill_after_s"])))
         return out

@@ -16,6 +16,8 @@ from nemesis import steps
 from nemesis.flap import FlapNemesis, RejoinNemesis
 from nemesis.heir import HeirNemesis
 from tests.test_nemesis_flap import Cluster, Events, fast
+from tests.test_nemesis_transfer import Stand, stand  # noqa: F401 (a fixture)
+from tests.test_nemesis_transfer import nemesis as transfer_nemesis
 
 
 def sequences(cluster: Cluster, events: Events) -> dict:
@@ -60,6 +62,20 @@ def test_rejoin_plans_its_rounds_and_names_the_leader_by_role():
     again = sequences(Cluster(), Events())["rejoin"].plan(rejoin.replay_params(value), random.Random(0))
     assert again["then"] == {"who": value["targets"][1], "after_s": plan["then"]["after_s"]}
     assert (again["down_s"], again["up_s"]) == (plan["down_s"], plan["up_s"])
+
+
+def test_a_transfer_plans_its_pair_and_coins_and_its_value_keeps_the_election_s_answer(stand):
+    events = Events()
+    trans = transfer_nemesis(stand, events, old_second_probability=1.0, cut_probability=1.0, kill_probability=1.0)
+    plan = trans.plan({}, random.Random(4))
+    assert stand.cuts == [] and stand.hits == [] and events == []  # the plan touched nothing
+    assert plan["old_second"] is plan["cut"] is True and 0 <= plan["kill_after_s"] <= 0.01
+    value = trans.apply(plan)
+    assert value["elected"] is True and value["answer"] and value["leader"] == plan["targets"][1]
+    assert value["next_leader"] == plan["targets"][0] and value["targets"] == plan["targets"]
+    again = transfer_nemesis(Stand(), Events()).plan(trans.replay_params(value), random.Random(0))
+    assert {k: again[k] for k in ("targets", "partition", "old_second", "cut", "kill_after_s")} == \
+        {k: plan[k] for k in ("targets", "partition", "old_second", "cut", "kill_after_s")}
 
 
 def test_a_replay_whose_brokers_are_gone_chooses_afresh_and_says_so():
