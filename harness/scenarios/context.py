@@ -31,6 +31,7 @@ from harness.cluster.node import Node
 from harness.scenarios import Scenario
 from nemesis import steps
 from workloads.clients import ConsumerClient, ProcessIds, ProducerClient
+from workloads.drivers.base import ClientError, ClientException
 from workloads.profiles import PROFILES, Profile
 from workloads.drain import drain_one, high_watermarks
 
@@ -51,13 +52,14 @@ class _TrackingProducer(ProducerClient):
         super().__init__(*args, **kwargs)
         self.outcomes: dict[int, dict[str, Any]] = {}
 
-    def _on_delivery(self, err: Any, msg: Any) -> None:
-        super()._on_delivery(err, msg)
-        self.outcomes[int(msg.value())] = {
-            "acked": err is None,
-            "offset": msg.offset() if err is None and msg.offset() >= 0 else None,
-            "error": None if err is None else err.str(),
-        }
+    # The driver's delivery callbacks (workloads/drivers/base.py), which ProducerClient records.
+    def _ok(self, key: int, value: int, offset: int, epoch: int | None) -> None:
+        super()._ok(key, value, offset, epoch)
+        self.outcomes[value] = {"acked": True, "offset": offset if offset is not None and offset >= 0 else None, "error": None}
+
+    def _failed(self, key: int, value: int, err: ClientError) -> None:
+        super()._failed(key, value, err)
+        self.outcomes[value] = {"acked": False, "offset": None, "error": err.message}  # librdkafka's text, as before
 
 
 def scenario_profile(s: Scenario) -> Profile:
@@ -288,8 +290,9 @@ class ScenarioContext:
 
     # --- the end -----------------------------------------------------------------------------------------
     def high_watermark(self, timeout_s: float = 10.0) -> int:
-        """The partition's high watermark now (raises KafkaException while it has none). library.py's
-        waits call it; it was lost in the refactor that moved the drain's probe to workloads/drain.py."""
+        """The partition's high watermark now (raises the driver's ClientException while it has none).
+        library.py's waits call it; it was lost in the refactor that moved the drain's probe to
+        workloads/drain.py."""
         return high_watermarks(self.cluster.bootstrap_servers(), self.topic, [0], "scenario-hwm", timeout_s=timeout_s)[0]
 
     def drain(self, timeout_s: float = 60.0) -> dict[str, Any]:
@@ -298,7 +301,7 @@ class ScenarioContext:
         first_index = self.recorder.events_recorded
         try:
             high = high_watermarks(self.cluster.bootstrap_servers(), self.topic, [0], "scenario-hwm", timeout_s=10)
-        except KafkaException as exc:
+        except (KafkaException, ClientException) as exc:  # high_watermarks raises the driver's error
             self.step("drain: high watermark unavailable", error=str(exc))
             return {"complete": False, "high_watermarks": {}, "timed_out_partitions": [0], "processes": [],
                     "undrained": {"0": str(exc)}, "first_index": first_index, "seconds": 0.0}
