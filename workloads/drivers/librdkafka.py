@@ -80,8 +80,12 @@ class LibrdkafkaProducer:
         except KafkaException as exc:  # settings librdkafka refuses
             raise _failed(exc) from None
         self._on_ok, self._on_error = on_ok, on_error
-        self._produce, self._poll = self.raw.produce, self.raw.poll  # looked up once: send runs once per record
+        self._produce = self.raw.produce  # looked up once: send runs once per record
         self._report = self._delivered  # bound once, not per send
+        # poll(0) follows every send: the instance gets confluent-kafka's own method, with no Python
+        # frame in between (the method below is its shape for the protocol). Measured without a broker
+        # on the loaded 2-core machine, a recorded send cost 0.2-1 us more through the driver before this.
+        self.poll = self.raw.poll  # type: ignore[method-assign]
 
     def _delivered(self, err: KafkaError | None, msg: Message) -> None:
         # The partition is the history's key, the decimal value its value: no map on the hot path.
@@ -99,8 +103,9 @@ class LibrdkafkaProducer:
         except KafkaException as exc:  # refused before it was queued
             raise _failed(exc) from None
 
-    def poll(self, timeout_s: float) -> None:
-        self._poll(timeout_s)
+    def poll(self, timeout_s: float) -> None:  # replaced per instance by the client's own (above)
+        assert self.raw is not None
+        self.raw.poll(timeout_s)
 
     def flush(self, timeout_s: float) -> int:
         assert self.raw is not None
@@ -138,7 +143,7 @@ class LibrdkafkaProducer:
     def close(self) -> None:
         # confluent-kafka's Producer has no close: librdkafka's handle goes with the object, at once
         # once nothing refers to it (as before the driver layer), so the bound methods go too.
-        self.raw = self._produce = self._poll = None  # type: ignore[assignment]
+        self.raw = self._produce = self.poll = None  # type: ignore[assignment]
 
 
 class LibrdkafkaConsumer:
