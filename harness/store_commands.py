@@ -15,7 +15,6 @@ A run still going (config.json status "running") is never touched.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import shutil
 from pathlib import Path
@@ -24,15 +23,17 @@ from typing import Any
 import click
 
 from harness.errors import HarnessError
+from harness.history.record import RECORD_FILE, RecordError, read_record, record_path
 
-KEPT = ("config.json", "cluster.json", "results.json", "FAILED", "PRUNED")
+KEPT = (RECORD_FILE, "cluster.json", "results.json", "FAILED", "PRUNED")
 
 
 def _status(run_dir: Path) -> str | None:
     try:
-        return json.loads((run_dir / "config.json").read_text()).get("status")
-    except (OSError, ValueError):
+        record = read_record(run_dir)
+    except (OSError, RecordError):
         return None
+    return record.status if record is not None else None
 
 
 def _when(run_dir: Path) -> dt.datetime:
@@ -40,8 +41,7 @@ def _when(run_dir: Path) -> dt.datetime:
     try:
         return dt.datetime.strptime(run_dir.name.split("-")[0], "%Y%m%dT%H%M%S").replace(tzinfo=dt.timezone.utc)
     except ValueError:
-        path = run_dir / "config.json"
-        return dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc)
+        return dt.datetime.fromtimestamp(record_path(run_dir).stat().st_mtime, dt.timezone.utc)
 
 
 def _size(path: Path) -> int:
@@ -52,7 +52,7 @@ def _size(path: Path) -> int:
 
 def runs_of(store: Path) -> list[Path]:
     """The run directories of a store (those holding config.json), newest first."""
-    return sorted((d for d in store.iterdir() if d.is_dir() and (d / "config.json").exists()), key=_when, reverse=True)
+    return sorted((d for d in store.iterdir() if d.is_dir() and record_path(d).exists()), key=_when, reverse=True)
 
 
 def prune_run(run_dir: Path, dry_run: bool = False) -> int:

@@ -181,3 +181,75 @@ def test_send_fast_path_writes_exactly_what_json_would(tmp_path: Path):
     assert events[1]["value"] == {"key": 1, "value": 10, "offset": 42, "epoch": None}
     assert events[3]["error"] == 'REQUEST_TIMED_OUT: "quoted" \\ and ünïcode' and events[3]["value"]["epoch"] == 7
     assert validate_events(events) == []
+
+
+# ------------------------------------------------------------------ the run record (config.json)
+from harness.errors import HarnessError  # noqa: E402
+from harness.history.record import (EMPTY, RECORD_VERSION, VERSION_KEY, RecordError, as_record, read_record,  # noqa: E402
+                                    write_record)
+
+STORE_RUN = Path(__file__).resolve().parents[1] / "store" / "20261125T162743-338f12"
+# A record as `harness run` wrote it before record version 2 (2026-11-22): no config_format, the
+# profile spelled three ways at once, a schedule without resolved targets, no phases_s.
+VERSION_1 = {
+    "history_format": 1, "run_id": "20261122T071629-46a816", "status": "completed", "seed": 3, "kafka_version": "4.3.1",
+    "brokers": 3, "workload": "queue", "rate": 1000.0, "time_limit_s": 60.0, "partitions": 8, "replication_factor": 3,
+    "producers": 2, "consumers": 2, "subscribe": False, "abort_probability": None, "drain_timeout_s": 60.0, "topic": "queue",
+    "profile": {"name": "acks1", "acks": "1", "enable_idempotence": False, "min_insync_replicas": 2,
+                "producer": {"acks": "1", "enable.idempotence": False}, "topic": {"unclean.leader.election.enable": "false"}},
+    "nemesis": ["kill"], "nemesis_config": {"packages": ["kill"], "interval_s": 10.0, "seed": 3, "options": {"kill": {}},
+                                            "schedule": [{"at_s": 4.2, "package": "kill", "action": "start"}]},
+    "command_line": "python -m harness run --profile acks1 --nemesis kill", "drain": {"complete": True, "high_watermarks": {"0": 12}},
+    "seconds": {"cluster_ready": 30.1, "workload": 60.0}, "counts": {"invoke": 10, "ok": 9, "fail": 0, "info": 1},
+}
+
+
+def test_a_record_written_today_reads_back_typed(tmp_path: Path):
+    data = {**VERSION_1, "profile": {"name": "safe", "description": "acks=all", "acks": "all"}, "history_start_utc": "2026-11-25T16:27:43.768980+00:00",
+            "phases_s": {"workload": 35.7, "heal": 65.8, "drain": 115.0}, "heal": {"isr_full": True, "waited_s": 40.2, "errors": []},
+            "worker_errors": [], "unresponsive": {"at_s": 50.5, "reason": "no broker answered"}, "some_future_key": {"x": 1}}
+    write_record(tmp_path, data)
+    on_disk = json.loads((tmp_path / "config.json").read_text())
+    assert on_disk == {**data, VERSION_KEY: RECORD_VERSION}  # plain JSON, every key as given: old readers still read it
+    record = read_record(tmp_path)
+    assert (record.version, record.seed, record.kafka_version, record.profile_name, record.profile.description) == (
+        RECORD_VERSION, 3, "4.3.1", "safe", "acks=all")
+    assert record.drain.complete is True and record.drain.high_watermarks == {"0": 12} and record.drain.undrained is None
+    assert (record.phases_s.workload, record.seconds.cluster_ready, record.seconds.heal) == (35.7, 30.1, None)
+    assert record.heal.isr_full and record.unresponsive.as_json() == {"at_s": 50.5, "reason": "no broker answered"}
+    assert record.extra == {"some_future_key": {"x": 1}} and record.raw == on_disk and not record.problems
+    assert record.replay_schedule == [{"at_s": 4.2, "package": "kill", "action": "start"}]
+    assert read_record(tmp_path / "config.json") == record  # the run directory or its file
+    assert record.source == tmp_path / "config.json"
+
+
+def test_an_older_record_is_upgraded_in_the_one_reading_function(tmp_path: Path):
+    (tmp_path / "config.json").write_text(json.dumps(VERSION_1))
+    record = read_record(tmp_path)
+    assert record.version == 1 and record.profile_name == "acks1"
+    assert record.profile.keys["producer"] == {"acks": "1", "enable.idempotence": False}  # kept as written
+    assert record.replay_schedule == []  # its events did not record the targets they resolved
+    assert record.packages == ("kill",) and record.nemesis_config.schedule[0].at_s == 4.2
+    assert record.drain.timed_out_partitions is None and record.phases_s.workload is None
+    bare = as_record({"seed": 1, "workload": "queue", "profile": "unsafe"})  # a profile given by name alone
+    assert bare.profile_name == "unsafe" and bare.profile.keys == {"name": "unsafe"}
+    assert as_record({"nemesis_config": {"packages": ["disk"]}}).packages == ("disk",)
+    assert as_record(None) is EMPTY and as_record(record) is record
+
+
+def test_the_stored_runs_load_and_a_bad_record_names_its_problem(tmp_path: Path):
+    if STORE_RUN.is_dir():  # a real run of 2026-11-25, when the checkout has its store
+        record = read_record(STORE_RUN)
+        assert record.version == 2 and record.status == "completed" and record.drain.complete and not record.problems
+        assert len(record.replay_schedule) == len(record.nemesis_config.schedule) > 0
+    assert read_record(tmp_path) is None  # no config.json: no record
+    (tmp_path / "config.json").write_text("{nope")
+    with pytest.raises(RecordError, match="not valid JSON") as bad:
+        read_record(tmp_path)
+    assert isinstance(bad.value, HarnessError) and bad.value.hint and str(tmp_path / "config.json") in bad.value.message
+    (tmp_path / "config.json").write_text("[1, 2]")
+    with pytest.raises(RecordError, match="JSON object"):
+        read_record(tmp_path)
+    odd = as_record({"seed": "three", "drain": {"complete": "yes", "high_watermarks": {"0": 1}}, "profile": [1]})
+    assert odd.seed is None and odd.drain.complete is None and odd.profile is None  # read as absent ...
+    assert len(odd.problems) == 3 and "seed should be an integer" in odd.problems[0]  # ... and named

@@ -79,3 +79,28 @@ def test_a_scenario_kill_band_ends_at_its_restart_not_at_the_heal():
     assert ends[("kill", (1,))] == (1.0, 3.0, "restart")
     assert ends[("kill", (2,))] == (2.0, 5.0, "restart")
     assert ends[("cut", (1, 2))] == (6.0, 9.0, "heal")
+
+
+def test_an_older_record_replays_its_settings_but_not_its_schedule(tmp_path):
+    """A record of version 1 (no config_format) gives back its settings; its schedule, which did not
+    record the targets each fault resolved, is chosen afresh (harness/history/record.py)."""
+    path = tmp_path / "store" / "r" / "config.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"seed": 4, "workload": "queue", "profile": {"name": "acks1", "enable_idempotence": False},
+                                "rate": 300.0, "nemesis": ["kill"],
+                                "nemesis_config": {"packages": ["kill"], "interval_s": 6.0,
+                                                   "schedule": [{"at_s": 1.0, "package": "kill", "action": "start"}]}}))
+    values = read_replay(path)
+    assert (values["seed"], values["profile"], values["rate"], values["nemesis"], values["nemesis_interval"]) == (4, "acks1", 300.0, "kill", 6.0)
+    assert "schedule" not in values and values["store"] == str((tmp_path / "store").resolve())
+    assert read_replay(path.parent) == values  # the run directory names its record
+
+
+def test_a_record_with_a_bad_value_is_refused_naming_it(tmp_path):
+    from harness.errors import HarnessError
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"seed": 4, "workload": "queue", "rate": "fast"}))
+    with pytest.raises(HarnessError, match="rate should be a number") as refused:
+        read_replay(path)
+    assert refused.value.exit_code == 2 and refused.value.hint

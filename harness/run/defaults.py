@@ -14,6 +14,7 @@ import click
 from click.core import ParameterSource
 
 from harness.errors import HarnessError
+from harness.history.record import RecordError, read_record
 
 # `./chaos run` sets "time-limit=30 nemesis=kill,partition,pause": a first run shows what the tool is
 # for (issue 34). Without it `python -m harness run` keeps RunConfig's defaults (60 s, fault-free).
@@ -65,29 +66,30 @@ def faults_of(config: Any, defaults: list[str]) -> Any:
 def fault_lines(run_dir: Path) -> list[str]:
     """From config.json: the faults injected (kind, count, aim→brokers) and how the heal went."""
     try:
-        record = json.loads((Path(run_dir) / "config.json").read_text())
-    except (OSError, ValueError):
+        record = read_record(run_dir)
+    except (OSError, RecordError):
         return []
-    nemesis, heal = record.get("nemesis_config") or {}, record.get("heal")
-    hits: dict[str, list[str]] = {p: [] for p in nemesis.get("packages") or []}
+    faults = record.nemesis_config if record is not None else None
+    hits: dict[str, list[str]] = {p: [] for p in faults.packages} if faults is not None else {}
     if not hits:
         return []  # a fault-free run
     missed = {"skipped": 0, "not applied": 0}  # no target at its moment; or an error (no resolved targets)
-    for event in [e for e in nemesis.get("schedule") or [] if e.get("action") == "start"]:
-        params = event.get("params") or {}
+    for event in [e for e in faults.schedule if e.action == "start"]:
+        params = event.params
         if not params.get("targets"):
             missed["skipped" if "targets" in params else "not applied"] += 1
             continue
         aim = params.get("shape") or params.get("target") or "?"
-        hits.setdefault(str(event["package"]), []).append(f"{aim}→{','.join(map(str, params['targets']))}")
+        hits.setdefault(event.package, []).append(f"{aim}→{','.join(map(str, params['targets']))}")
     kinds = "; ".join(f"{p} ×{len(h)}" + (f" ({', '.join(h)})" if h else "") for p, h in hits.items())
     extra = "".join(f", {n} {what}" for what, n in missed.items() if n)
     lines = [f"faults injected: {sum(map(len, hits.values()))} — {kinds} (aim→broker ids){extra}"]
-    if not isinstance(heal, dict):
+    heal = record.heal
+    if heal is None:
         lines.append("[yellow]heal: not recorded (the run ended before its fault phase did)[/yellow]")
-    elif heal.get("isr_full"):
-        revived = f"; node(s) {', '.join(heal['revived'])} started again" if heal.get("revived") else ""
-        lines.append(f"healed: every fault undone, every ISR full again after {heal.get('waited_s', 0):.1f} s{revived}")
+    elif heal.isr_full:
+        revived = f"; node(s) {', '.join(heal.revived)} started again" if heal.revived else ""
+        lines.append(f"healed: every fault undone, every ISR full again after {heal.waited_s or 0:.1f} s{revived}")
     else:
-        lines.append(f"[yellow]heal: ISRs not full after {heal.get('waited_s', 0):.0f} s: {json.dumps(heal.get('lagging'))[:200]}[/yellow]")
+        lines.append(f"[yellow]heal: ISRs not full after {heal.waited_s or 0:.0f} s: {json.dumps(heal.lagging)[:200]}[/yellow]")
     return lines

@@ -20,10 +20,10 @@ from typing import Any, TypeVar
 from harness.cluster import new_run_id
 from harness.errors import HarnessError
 from harness.history import FORMAT_VERSION, write_json
+from harness.history.record import write_record
 
 log = logging.getLogger(__name__)
 
-CONFIG_FORMAT = 2  # 2: the profile in one flat spelling; the fault schedule with resolved targets
 T = TypeVar("T")
 
 
@@ -59,7 +59,7 @@ class RunDirectory:
         self.path = store / self.run_id
         self.path.mkdir()
         # In place: the caller keeps adding to the same dict (drain, heal, ...) until the last update.
-        self.record.update(history_format=FORMAT_VERSION, config_format=CONFIG_FORMAT, run_id=self.run_id, status="running")
+        self.record.update(history_format=FORMAT_VERSION, run_id=self.run_id, status="running")  # the record's version: write_record
         self.write_config()
         self._stack.__enter__()
         return self
@@ -75,7 +75,7 @@ class RunDirectory:
         return entered
 
     def write_config(self) -> None:
-        write_json(self.path / "config.json", self.record)
+        write_record(self.path, self.record)  # harness/history/record.py: the one shape readers read
 
     def update(self, **fields: Any) -> None:
         """Merge `fields` into config.json and write it."""

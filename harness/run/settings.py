@@ -10,13 +10,13 @@ settings; the `run` command's options and the nightly pytest plugin both take th
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.history.record import RecordError, read_record
 from harness.run.config import TOPIC, RunConfig
 
 # Setting name -> RunConfig field, where they differ (the options say seconds in their help).
@@ -75,41 +75,47 @@ def read_toml(path: Path, known: dict[str, Any]) -> dict[str, Any]:
 def read_replay(path: Path) -> dict[str, Any]:
     """The settings that reproduce the run whose config.json is `path` (seed, version, workload,
     profile, nemesis packages/interval/options, rate, sizes). The store defaults to the folder
-    holding that run directory."""
+    holding that run directory. The record is read as harness/history/record.py reads every version;
+    a value of the wrong type in it is refused (exit 2) rather than replayed as a default."""
     path = Path(path)
     try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise HarnessError(f"cannot read {path} as a run's config.json: {exc}.",
+        record = read_record(path)  # the file, or a run directory's
+    except (OSError, RecordError) as exc:
+        raise HarnessError(f"cannot read {path} as a run's config.json: {str(getattr(exc, 'message', exc)).rstrip('.')}.",
                            hint="pass STORE/RUN_ID/config.json of an earlier run to --replay") from None
-    if not isinstance(config, dict) or "seed" not in config or "workload" not in config:
+    if record is None:
+        raise HarnessError(f"cannot read {path} as a run's config.json: no such file.",
+                           hint="pass STORE/RUN_ID/config.json of an earlier run to --replay")
+    if record.seed is None or record.workload is None:
         raise HarnessError(f"{path} is not a run's config.json (no seed or workload).",
                            hint="pass STORE/RUN_ID/config.json written by `python -m harness run`")
-    profile = config.get("profile")
+    if record.problems:
+        raise HarnessError(f"{path}: cannot replay a run record with bad values: {'; '.join(record.problems)}.",
+                           hint="fix those values in the file, or give the settings as flags instead")
+    path = record.source or path
     values: dict[str, Any] = {
         "store": str(path.resolve().parent.parent),
-        "seed": config["seed"],
-        "workload": config["workload"],
-        "profile": profile.get("name") if isinstance(profile, dict) else profile or "safe",
+        "seed": record.seed,
+        "workload": record.workload,
+        "profile": record.profile_name or "safe",
     }
-    for key, field in (("kafka_version", "kafka_version"), ("brokers", "brokers"), ("rate", "rate"),
-                       ("time_limit", "time_limit_s"), ("partitions", "partitions"), ("producers", "producers"),
-                       ("consumers", "consumers"), ("subscribe", "subscribe"), ("abort_probability", "abort_probability"),
-                       ("drain_timeout", "drain_timeout_s"), ("allow_worker_errors", "allow_worker_errors"),
-                       ("compare_replicas", "compare_replicas"), ("crash_clients", "crash_clients_s"),
-                       ("power_writeback_s", "power_writeback_s")):
-        if config.get(field) is not None:
-            values[key] = config[field]
+    recorded = {"kafka_version": record.kafka_version, "brokers": record.brokers, "rate": record.rate,
+                "time_limit": record.time_limit_s, "partitions": record.partitions, "producers": record.producers,
+                "consumers": record.consumers, "subscribe": record.subscribe, "abort_probability": record.abort_probability,
+                "drain_timeout": record.drain_timeout_s, "allow_worker_errors": record.allow_worker_errors,
+                "compare_replicas": record.compare_replicas, "crash_clients": record.crash_clients_s,
+                "power_writeback_s": record.power_writeback_s}
+    values.update({key: value for key, value in recorded.items() if value is not None})
     values["replay_of"] = str(path.resolve())
-    nemesis = config.get("nemesis_config") or {}
-    values["nemesis"] = ",".join(nemesis.get("packages") or config.get("nemesis") or []) or "none"
-    if nemesis.get("schedule") and config.get("config_format", 1) >= 2:
-        values["schedule"] = nemesis["schedule"]  # the executed schedule: times and resolved targets
-    if nemesis.get("interval_s") is not None:
-        values["nemesis_interval"] = nemesis["interval_s"]
+    values["nemesis"] = ",".join(record.packages) or "none"
+    if record.replay_schedule:
+        values["schedule"] = record.replay_schedule  # the executed schedule: times and resolved targets
+    faults = record.nemesis_config
+    if faults is not None and faults.interval_s is not None:
+        values["nemesis_interval"] = faults.interval_s
     from nemesis import registry
 
-    values.update(registry.replayed_settings(nemesis.get("options") or {}))
+    values.update(registry.replayed_settings(faults.options if faults is not None else {}))
     return values
 
 
