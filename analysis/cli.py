@@ -56,8 +56,9 @@ def check(run_dir: Path, spark_master: str | None, driver_memory: str, shuffle_p
 
     Exit 0 valid, 1 invalid, 3 unknown, 2 bad input or error.
     """
-    from analysis.checking.checker import ResultsNotWritten, check_run, read_config
+    from analysis.checking.checker import ResultsNotWritten, check_run
     from analysis.checking.history_load import find_history
+    from harness.history.record import read_record
 
     out = output or run_dir
     unwritten: ResultsNotWritten | None = None
@@ -65,7 +66,7 @@ def check(run_dir: Path, spark_master: str | None, driver_memory: str, shuffle_p
                                 f"{out}/results.json: check that you may read and write there, or pass --output DIR",
                         engine="the check"):  # a HistoryError carries its own hint
         find_history(run_dir)  # fail fast, before starting a JVM
-        read_config(run_dir)
+        read_record(run_dir)  # a bad config.json: exit 2 now, not after the JVM started
         if output is not None:
             output.mkdir(parents=True, exist_ok=True)
         from analysis.checking.spark import checker_session, fit_partitions, server_side

@@ -175,3 +175,54 @@ def test_no_module_keeps_mutable_global_state_keyed_by_object_id():
                 if isinstance(target, ast.Name) and target.id in globals_:
                     wrong.append(f"{name}:{n.lineno} changes or reads the global {target.id} in a module that calls id()")
     assert not wrong, "\n".join(sorted(set(wrong)))
+
+
+# How a module may name a run's config.json outside harness/history/record.py: ask about the path
+# (exists, is_file, stat) or put it in text (an f-string, str()); opening, reading or writing it,
+# or handing its path to any other function, goes through the record module.
+RECORD_MODULE = "harness.history.record"
+RECORD_PATH_QUERIES = ("exists", "is_file", "stat")
+
+
+def _names_the_record(node: ast.AST) -> bool:
+    """config.json's path: `X / "config.json"`, `X / RECORD_FILE`, or record_path(X)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        right = node.right
+        return ((isinstance(right, ast.Constant) and right.value == "config.json")
+                or (isinstance(right, ast.Name) and right.id == "RECORD_FILE")
+                or (isinstance(right, ast.Attribute) and right.attr == "RECORD_FILE"))
+    if isinstance(node, ast.Call):
+        func = node.func
+        return (isinstance(func, ast.Name) and func.id == "record_path") or (isinstance(func, ast.Attribute) and func.attr == "record_path")
+    return False
+
+
+def _only_asked_about_or_shown(path: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    parent = parents.get(path)
+    if isinstance(parent, ast.Attribute) and parent.attr in ("resolve", "absolute"):  # then shown as text
+        parent = parents.get(parents.get(parent))
+        return isinstance(parent, ast.FormattedValue) or (
+            isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "str")
+    if isinstance(parent, ast.Attribute):
+        return parent.attr in RECORD_PATH_QUERIES
+    return isinstance(parent, ast.FormattedValue) or (
+        isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "str")
+
+
+def test_only_the_record_module_opens_config_json():
+    """A run's config.json is read through harness/history/record.py (read_record: one typed shape,
+    older versions upgraded) and written through it (write_record stamps the version), so that no
+    reader keeps its own `.get` chains over the file (analysis/ had about 70 before the record)."""
+    wrong = []
+    for name, path in modules():
+        if name == RECORD_MODULE:
+            continue
+        tree = ast.parse(path.read_text())
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if _names_the_record(node) and not _only_asked_about_or_shown(node, parents):
+                wrong.append(f"{name}:{node.lineno} uses config.json's path")
+            elif (isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id == "str")
+                  and any(isinstance(a, ast.Constant) and a.value == "config.json" for a in node.args)):
+                wrong.append(f"{name}:{node.lineno} passes 'config.json' to a call")
+    assert not wrong, "read it with read_record and write it with write_record (harness/history/record.py):\n" + "\n".join(wrong)

@@ -1,7 +1,7 @@
 """The anomalies, one function each, in Spark SQL functions only (no Python UDFs).
 
 Each anomaly's definition, what one count is and the order of its examples are in
-analysis/rules/registry.py, which names the function here that finds it. Every such function takes
+analysis/rules/registry.py; the function here that finds it claims it with @finds. Every such function takes
 the derived tables of `derive()` and returns a DataFrame with one row per counted finding, so
 `count()` is the anomaly's count and `limit(20)` its examples. Windows are partitioned by key
 (and process); nothing here collects a history to the driver.
@@ -21,6 +21,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from analysis.checking.claims import finds
 from harness.history.format import READ_FS, RESET_FS
 
 
@@ -53,12 +54,6 @@ class Derived:
         for table in self.cache.values():
             table.unpersist()
 
-
-# The finder modules whose anomalies a history without a txn can hold (analysis/rules/registry.py's
-# `module`). The others (txn_anomalies, cycles, eos_anomalies) read only txns: without one their
-# frames are empty, and the count job leaves them out rather than plan them (on a 2M-event history
-# of sends and polls, counting them took 0.3-4.9 s each, mostly planning, for 0).
-PLAIN_MODULES = ("anomalies",)
 
 # Where the derived tables are kept while the anomalies read them: on local disk (the page cache
 # keeps them fast), off the heap. MEMORY_AND_DISK ran a 50M-event check out of a 2 GB heap: a
@@ -297,11 +292,13 @@ def derive(events: DataFrame, op_stats: dict | None = None, read_committed: bool
                    cache={} if proven is None else {"proven": proven}, op_stats=op_stats)
 
 
+@finds("inconsistent-offsets")
 def inconsistent_offsets(d: Derived) -> DataFrame:
     """inconsistent-offsets (analysis/rules/registry.py): one row per (key, offset) that two values met at."""
     return d.offsets.filter(F.col("values").isNotNull()).select("key", "offset", "values")
 
 
+@finds("duplicate")
 def duplicate(d: Derived) -> DataFrame:
     """duplicate (analysis/rules/registry.py): one row per value."""
     return d.values.filter(VALUE_LEVEL["duplicate"]()).select(
@@ -314,16 +311,19 @@ def _unread_write(d: Derived, name: str) -> DataFrame:
         F.array("ok_index").alias("op_indexes"))
 
 
+@finds("lost-write")
 def lost_write(d: Derived) -> DataFrame:
     """lost-write (analysis/rules/registry.py): one row per value."""
     return _unread_write(d, "lost-write")
 
 
+@finds("unseen")
 def unseen(d: Derived) -> DataFrame:
     """unseen (analysis/rules/registry.py): one row per value."""
     return _unread_write(d, "unseen")
 
 
+@finds("nonmonotonic-send")
 def nonmonotonic_send(d: Derived) -> DataFrame:
     """nonmonotonic-send (analysis/rules/registry.py): one row per adjacent pair of sends of two ops, in
     the order the process invoked them (the sends of one txn in the order it lists them)."""
@@ -363,6 +363,7 @@ def _pair_columns() -> list[F.Column]:
             F.array("prev_value", "value").alias("values"), F.array("prev_index", "index").alias("op_indexes")]
 
 
+@finds("nonmonotonic-poll", pairs=True)
 def nonmonotonic_poll(d: Derived, pairs: DataFrame | None = None) -> DataFrame:
     """nonmonotonic-poll (analysis/rules/registry.py): one row per adjacent pair of reads. `pairs` is
     read_pairs(d), when the caller has it already (poll-skip reads it too)."""
@@ -370,6 +371,7 @@ def nonmonotonic_poll(d: Derived, pairs: DataFrame | None = None) -> DataFrame:
     return pairs.filter(F.col("offset") <= F.col("prev_offset")).select(*_pair_columns())
 
 
+@finds("poll-skip", pairs=True)
 def poll_skip(d: Derived, pairs: DataFrame | None = None) -> DataFrame:
     """poll-skip (analysis/rules/registry.py): one row per adjacent pair of reads, with the first
     observed offset it jumped over. The next offset comes from `offsets`, the observed ones only:
@@ -384,6 +386,7 @@ def poll_skip(d: Derived, pairs: DataFrame | None = None) -> DataFrame:
     )
 
 
+@finds("aborted-read")
 def aborted_read(d: Derived) -> DataFrame:
     """aborted-read (analysis/rules/registry.py): one row per value, with the first read of it."""
     aborted = d.values.filter(VALUE_LEVEL["aborted-read"]()).select("value", "aborted_failed_index")

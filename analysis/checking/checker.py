@@ -1,299 +1,256 @@
 """One run's check: load the history, count every anomaly with examples, decide the verdict and
-write RUN_DIR/results.json. `check_run` is the entry point for `harness run` and the CLI."""
+write RUN_DIR/results.json. `check_run` is the entry point for `harness run` and the CLI.
+
+`check_history` is a row of steps, each with one job: load the history; derive the tables every
+finder reads; count every anomaly (calling, for each registry entry, the finder that claimed it:
+analysis/checking/finders.py); take examples of what was found (analysis/checking/examples.py);
+measure the consumers' lag; judge (what the run's record and Kafka's model permit, the verdict,
+and the evidence beside it); and lay out the results. `check_run` then adds each example's
+explanation and writes results.json. The run's record is config.json as harness/history/record.py
+reads it."""
 
 from __future__ import annotations
 
 import datetime as dt
-import importlib
-import inspect
-import json
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analysis.checking import anomalies as A
-from analysis.checking.history_load import HistoryError, load_history
+from analysis.checking.examples import gather_examples
+from analysis.checking.finders import FINDERS
+from analysis.checking.history_load import History, load_history
 from analysis.explain.replica_evidence import NAME as REPLICA_DIVERGENCE, divergence_permitted, read_replica_divergence, truncation_refusals
 from analysis.rules.permissions import allowed as permitted, effective_profile, model_permitted
 from analysis.explain.explanations import clock as wall_clock
 from analysis.checking.lag import summary as realtime_lag
-from analysis.explain.producer_evidence import attach_producer_ids, duplicate_hint, match_duplicates, out_of_order_sequences
-from analysis.rules.registry import ANOMALIES, MAX_EXAMPLES, REGISTRY, Anomaly
+from analysis.explain.producer_evidence import duplicate_hint, match_duplicates, out_of_order_sequences
+from analysis.rules.registry import ANOMALIES, REGISTRY
 from analysis.checking.results_file import RESULTS, history_fingerprint, probe_writable, retire, write_results
-from analysis.rules.verdict import decide, headline
+from analysis.rules.verdict import Verdict, decide, headline
 from harness.errors import HarnessError
+from harness.history.record import RecordLike, RunRecord, as_record, read_record
 
 RESULTS_VERSION = 1
 
 
-def read_config(run_dir: Path) -> dict[str, Any] | None:
-    """config.json, or None when absent (→ the safe profile, drain status unknown)."""
-    path = Path(run_dir) / "config.json"
-    if not path.exists():
-        return None
-    try:
-        config = json.loads(path.read_text())
-    except ValueError as err:
-        raise HistoryError(f"{path}: not valid JSON ({err}); fix or remove it") from err
-    if not isinstance(config, dict):
-        raise HistoryError(f"{path}: must hold a JSON object")
-    return config
-
-
-def drain_status(config: dict[str, Any] | None) -> tuple[bool | None, dict[str, int] | None]:
-    """config.json["drain"] = {"complete": bool, "high_watermarks": {"<key>": int}}; absent → None."""
-    drain = (config or {}).get("drain")
-    if not isinstance(drain, dict) or not isinstance(drain.get("complete"), bool):
+def drain_status(record: RecordLike) -> tuple[bool | None, dict[str, int] | None]:
+    """The final drain's (complete, high watermarks by key); (None, None) when the record has no
+    drain or its `complete` is no boolean: the drain's status is unknown."""
+    drain = as_record(record).drain
+    if drain is None or drain.complete is None:
         return None, None
-    hws = drain.get("high_watermarks")
-    return drain["complete"], ({str(k): int(v) for k, v in hws.items()} if isinstance(hws, dict) else None)
+    return drain.complete, (dict(drain.high_watermarks) if drain.high_watermarks is not None else None)
 
 
-def _unseen_on_drained(unseen: DataFrame, config: dict[str, Any] | None) -> int:
+def _unseen_on_drained(unseen: DataFrame, record: RunRecord) -> int:
     """Unseen records on partitions the final drain did read to their high watermark, when it
-    left others out (config.json drain.undrained, drain.timed_out_partitions): those are lost, not
+    left others out (the record's drain.undrained, drain.timed_out_partitions): those are lost, not
     merely unread. 0 when the drain completed (every unseen record counts then) or did not say
     which partitions it finished. Why: with one partition offline at the drain (old brokers,
     issue 21) every unseen record used to become `unknown`, hiding losses on the other seven."""
-    drain = (config or {}).get("drain") or {}
-    if drain.get("complete") is not False or not isinstance(drain.get("undrained"), dict):
+    drain = record.drain
+    if drain is None or drain.complete is not False or drain.undrained is None:
         return 0
-    left_out = sorted({int(k) for k in drain["undrained"] if str(k).lstrip("-").isdigit()}
-                      | {int(k) for k in drain.get("timed_out_partitions") or []})
+    left_out = sorted({int(k) for k in drain.undrained if k.lstrip("-").isdigit()} | set(drain.timed_out_partitions or ()))
     return unseen.filter(~F.col("key").isin(left_out)).count()
 
 
-def drain_undrained(config: dict[str, Any] | None) -> dict[str, str]:
-    """config.json["drain"]["undrained"] = {"<key>": "why"}: the partitions the final drain did not
-    read to their end (e.g. offline, no leader); absent (older runs) → {}."""
-    undrained = ((config or {}).get("drain") or {}).get("undrained")
-    return {str(k): str(v) for k, v in undrained.items()} if isinstance(undrained, dict) else {}
+def drain_undrained(record: RecordLike) -> dict[str, str]:
+    """The partitions the final drain did not read to their end ("<key>": why, e.g. offline, no
+    leader); {} when none or not recorded (older runs)."""
+    drain = as_record(record).drain
+    return dict(drain.undrained) if drain is not None and drain.undrained is not None else {}
 
 
-def worker_errors(config: dict[str, Any] | None) -> list[str]:
-    """The client workers that died (config.json "worker_errors"), unless the run allowed them
-    ("allow_worker_errors": true, `harness run --allow-worker-errors`)."""
-    cfg = config or {}
-    errors = cfg.get("worker_errors")
-    if cfg.get("allow_worker_errors") is True or not isinstance(errors, list):
+def worker_errors(record: RecordLike) -> list[str]:
+    """The client workers that died (the record's `worker_errors`), unless the run allowed them
+    (`allow_worker_errors`, `harness run --allow-worker-errors`)."""
+    record = as_record(record)
+    if record.allow_worker_errors is True or record.worker_errors is None:
         return []
-    return [str(e) for e in errors]
+    return list(record.worker_errors)
 
 
-def _plain(x: Any) -> Any:
-    if hasattr(x, "asDict"):
-        return {k: _plain(v) for k, v in x.asDict(recursive=False).items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    return x
+@contextmanager
+def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    began = time.perf_counter()
+    yield
+    timings[name] = round(time.perf_counter() - began, 3)
 
 
-def _ops_at(d: A.Derived, rows: list[dict], by: str) -> None:
-    """Attach every op that observed an example's position (by="position") or value
-    (by="value"): these anomalies are about a group of ops, found by aggregation."""
-    if not rows:
-        return
-    if by == "position":
-        cond = None
-        for r in rows:
-            c = (F.col("key") == r["key"]) & (F.col("offset") == r["offset"])
-            cond = c if cond is None else cond | c
-        group = ["key", "offset"]
-    else:
-        cond = F.col("value").isin([r["value"] for r in rows])
-        group = ["value"]
-    found: dict[tuple, list] = {}
-    for op in d.positions.filter(cond).orderBy("index").limit(len(rows) * 50).collect():
-        found.setdefault(tuple(op[g] for g in group), []).append(
-            {"index": op["index"], "time": op["time"], "process": op["process"], "f": op["f"],
-             "type": op["type"], "key": op["key"], "offset": op["offset"], "value": op["value"]})
-    for r in rows:
-        ops = found.get(tuple(r[g] for g in group), [])
-        r["ops"] = ops[:10]
-        if by == "position":
-            r["values"] = sorted({o["value"] for o in ops})
-        else:
-            r["positions"] = sorted({(o["key"], o["offset"]) for o in ops})
-            r["positions"] = [{"key": k, "offset": o} for k, o in r["positions"]]
+@dataclass
+class Counted:
+    counts: dict[str, int]  # every anomaly of the registry, in its order
+    g1c_wr_only: int  # G1c components that a cycle of wr edges alone closes (the rest are permitted)
+    unseen_drained: int  # unseen records on partitions the drain did finish (_unseen_on_drained)
 
 
-def _ops_by_index(d: A.Derived, rows: list[dict]) -> None:
-    """Replace each example's `op_indexes` by the ops themselves (index, time, process, f, type):
-    anomalies found by aggregation carry only the indexes of their ops."""
-    wanted = {i for r in rows for i in r.get("op_indexes") or [] if i is not None}
-    if not wanted:
-        return
-    found = {op["index"]: op.asDict() for op in d.events.filter(F.col("index").isin(sorted(wanted))).select(
-        "index", "time", "process", "f", "type").collect()}
-    for r in rows:
-        if "op_indexes" in r:
-            r["ops"] = [dict(found[i]) for i in r.pop("op_indexes") if i in found]
+@dataclass
+class Judged:
+    verdict: Verdict
+    allow: set[str]
+    rules: list[str]
+    replicas: dict[str, Any] | None = None  # replicas.json's comparison, when the run compared them
+    sequences: dict[str, Any] | None = None  # the brokers' OutOfOrderSequenceExceptions, for duplicates
+    refused: dict[str, Any] | None = None  # truncations the replicas refused, beside the verdict
 
 
-MAX_DUPLICATE_SENDS = 10_000
+def derive(history: History, record: RunRecord) -> tuple[A.Derived, DataFrame]:
+    """The tables every finder reads, and the read pairs that two of them share (only reads that
+    are not one after the other: small, so computed and persisted once)."""
+    d = A.derive(history.events, history.op_stats,
+                 read_committed=effective_profile(record)["isolation.level"] != "read_uncommitted")
+    d.op_stats = history.op_stats
+    return d, A.read_pairs(d).persist(A.DERIVED_STORAGE)
 
 
-def _duplicate_sends(d: A.Derived, duplicates: DataFrame) -> list[dict[str, Any]]:
-    """Each duplicated value's send: its key, when it was invoked and completed (seconds on the
-    history's clock). For matching the brokers' OutOfOrderSequenceExceptions to them
-    (producer_evidence.match_duplicates); a value sent in a transaction has no invoke of its own."""
-    values = [r["value"] for r in duplicates.select("value").limit(MAX_DUPLICATE_SENDS).collect()]
-    rows = d.events.filter((F.col("f") == "send") & F.col("value.value").isin(values)).select(
-        "type", "time", "process", F.col("value.key").alias("key"), F.col("value.value").alias("value")).collect()
-    sends = {v: {"value": v, "key": None, "invoke_s": None, "complete_s": None, "process": None} for v in values}
-    for r in sorted(rows, key=lambda r: r["time"]):
-        s = sends[r["value"]]
-        s["key"], s["process"] = r["key"], r["process"]
-        if r["type"] == "invoke" and s["invoke_s"] is None:
-            s["invoke_s"] = r["time"] / 1e9
-        elif r["type"] != "invoke" and s["complete_s"] is None:
-            s["complete_s"] = r["time"] / 1e9
-    processes = {s["process"] for s in sends.values() if s["process"] is not None}
-    ids = [(r["process"], r["time"] / 1e9, r["id"]) for r in d.events.filter(
-        (F.col("f") == "producer") & F.col("process").isin(list(processes)) & F.col("value.producer_id").isNotNull()).select(
-        "process", "time", F.col("value.producer_id").alias("id")).collect()] if processes else []
-    return attach_producer_ids(list(sends.values()), ids)
+def count(d: A.Derived, findings: dict[str, DataFrame], record: RunRecord) -> Counted:
+    """Every count but one in one Spark job (shared scans and exchanges; the value-level anomalies
+    in one pass over d.values); a finder that only txns can feed is left out of a history
+    without one. poll-skip joins the read pairs with the offsets: counted in a second job, once the
+    pairs are persisted and their size known, so the planner can broadcast them (usually a handful
+    of rows) instead of shuffling and sorting every offset."""
+    union = A.value_findings(d)
+    for a in REGISTRY:
+        if a.name not in A.VALUE_LEVEL and a.name != "poll-skip" and (not a.txns_only or d.has_txns()):
+            union = union.unionAll(findings[a.name].select(F.lit(a.name).alias("anomaly")))
+    found = {r["anomaly"]: r["count"] for r in union.groupBy("anomaly").count().collect()}
+    found["poll-skip"] = findings["poll-skip"].count()
+    # A G1c that only a ww edge closes is permitted (analysis/rules/permissions.py): count the rest.
+    g1c_wr_only = findings["G1c"].filter("wr_only").count() if found.get("G1c") else 0
+    counts = {name: int(found.get(name, 0)) for name in ANOMALIES}
+    unseen_drained = _unseen_on_drained(findings["unseen"], record) if counts.get("unseen") else 0
+    return Counted(counts, g1c_wr_only, unseen_drained)
 
 
-def _find(anomaly: Anomaly, d: A.Derived, pairs: DataFrame) -> DataFrame:
-    """The anomaly's findings, by its finder in analysis/<module>.py (registry.py names it). A finder that takes the
-    read pairs is given the persisted ones: computing them is the costly part, shared by two."""
-    finder = getattr(importlib.import_module(f"analysis.checking.{anomaly.module}"), anomaly.finder)
-    return finder(d, pairs) if "pairs" in inspect.signature(finder).parameters else finder(d)
+def lag_of(d: A.Derived, history: History, record: RunRecord) -> dict[str, Any] | None:
+    """The consumers' realtime lag: a measurement, no anomaly (analysis/checking/lag.py). The
+    drain's reads are left out; None when no poll or txn completed ok."""
+    if not any((history.op_stats.get(f) or {}).get("ok") for f in ("poll", "txn")):
+        return None
+    return realtime_lag(d, record.drain.first_index if record.drain is not None else None)
 
 
-def _examples(anomaly: Anomaly, df: DataFrame, d: A.Derived) -> list[dict]:
-    name = anomaly.name
-    rows = [_plain(r) for r in df.orderBy(*anomaly.example_order).limit(MAX_EXAMPLES).collect()]
-    _ops_by_index(d, rows)
-    if name == "inconsistent-offsets":
-        _ops_at(d, rows, "position")
-    elif name == "duplicate":
-        _ops_at(d, rows, "value")
-        for r in rows:  # the first position it was observed at
-            if r["positions"]:
-                r["key"], r["offset"] = r["positions"][0]["key"], r["positions"][0]["offset"]
-    return rows
-
-
-def check_history(spark: SparkSession, run_dir: Path, config: dict[str, Any] | None,
-                  prefer: str | None = None) -> dict[str, Any]:
-    """The results dict for one run (nothing written)."""
-    t0 = time.perf_counter()
-    timings: dict[str, float] = {}
-    history = load_history(spark, run_dir, prefer=prefer)
-    timings["load_s"] = round(time.perf_counter() - t0, 3)
-
-    d = pairs = None
-    try:
-        d = A.derive(history.events, history.op_stats,
-                     read_committed=effective_profile(config)["isolation.level"] != "read_uncommitted")
-        d.op_stats = history.op_stats
-        timings["derive_s"] = round(time.perf_counter() - t0 - timings["load_s"], 3)  # the persisted offsets
-        # Only reads that are not one after the other: small, and used by two anomalies and
-        # their examples, so it is computed once.
-        pairs = A.read_pairs(d).persist(A.DERIVED_STORAGE)
-        findings = {a.name: _find(a, d, pairs) for a in REGISTRY}
-        # Every count but one in one Spark job (shared scans and exchanges; the value-level
-        # anomalies in one pass over d.values); examples only where found. poll-skip joins the
-        # read pairs with the offsets: counted in a second job, once the pairs are persisted and
-        # their size known, so the planner can broadcast them (usually a handful of rows) instead
-        # of shuffling and sorting every offset.
-        t = time.perf_counter()
-        union = A.value_findings(d)
-        for a in REGISTRY:
-            if a.name not in A.VALUE_LEVEL and a.name != "poll-skip" and (a.module in A.PLAIN_MODULES or d.has_txns()):
-                union = union.unionAll(findings[a.name].select(F.lit(a.name).alias("anomaly")))
-        found = {r["anomaly"]: r["count"] for r in union.groupBy("anomaly").count().collect()}
-        found["poll-skip"] = findings["poll-skip"].count()
-        # A G1c that only a ww edge closes is permitted (analysis/rules/permissions.py): count the rest.
-        g1c_wr_only = findings["G1c"].filter("wr_only").count() if found.get("G1c") else 0
-        counts = {name: int(found.get(name, 0)) for name in ANOMALIES}
-        unseen_drained = _unseen_on_drained(findings["unseen"], config) if counts.get("unseen") else 0
-        timings["count_s"] = round(time.perf_counter() - t, 3)
-        t = time.perf_counter()
-        if any(counts[name] for name in A.VALUE_LEVEL):
-            d.values.persist(A.DERIVED_STORAGE)  # each anomaly found reads it again for examples
-        examples = {a.name: _examples(a, findings[a.name], d) if counts[a.name] else [] for a in REGISTRY}
-        dup_sends = _duplicate_sends(d, findings["duplicate"]) if counts.get("duplicate") else None
-        timings["examples_s"] = round(time.perf_counter() - t, 3)
-        t = time.perf_counter()  # a measurement, no anomaly (analysis/checking/lag.py); the drain's reads are left out
-        lag = realtime_lag(d, ((config or {}).get("drain") or {}).get("first_index")) if any(
-            (history.op_stats.get(f) or {}).get("ok") for f in ("poll", "txn")) else None
-        timings["lag_s"] = round(time.perf_counter() - t, 3)
-    finally:
-        if pairs is not None:
-            pairs.unpersist()
-        if d is not None:
-            d.unpersist()
-        history.release()
-
-    complete, hws = drain_status(config)
-    allow, rules = permitted(config)
-    model, why = model_permitted(counts, g1c_wr_only)
+def judge(run_dir: Path, record: RunRecord, history: History, counted: Counted, dup_sends: list | None) -> Judged:
+    """The verdict from what was found and what the run's configuration and Kafka's transaction
+    model permit; then the evidence beside it, in the order its reasons are read."""
+    complete, _ = drain_status(record)
+    allow, rules = permitted(record)
+    model, why = model_permitted(counted.counts, counted.g1c_wr_only)
     allow, rules = set(allow) | model, [*rules, *why]
-    v = decide(counts, allow, complete, truncated=history.truncated, ops=history.count,
-               ok_ops=sum((history.op_stats.get(f) or {}).get("ok", 0) for f in ("send", "txn", "poll")),
-               worker_errors=worker_errors(config), undrained=drain_undrained(config), unseen_drained=unseen_drained)
-    replicas = read_replica_divergence(run_dir)
-    if replicas is not None and replicas["diverged"]:
-        where = f"{replicas['diverged_offsets']} offset(s) from offset {replicas['first_offset']}"
-        if divergence_permitted(effective_profile(config)):
-            allow = set(allow) | {REPLICA_DIVERGENCE}
-            rules = [*rules, "unclean.leader.election.enable=true (replicas may diverge)"]
-        else:
-            v.verdict = "invalid"
-            v.forbidden = [*v.forbidden, REPLICA_DIVERGENCE]
-            said = [p["explanation"] for p in replicas["partitions"].values() if p.get("explanation")][:3]
-            v.reasons = [*v.reasons, f"replicas diverged after healing: {where} (not permitted without unclean election)"
-                         + "".join(f"; {line}" for line in said)]
+    ok_ops = sum((history.op_stats.get(f) or {}).get("ok", 0) for f in ("send", "txn", "poll"))
+    v = decide(counted.counts, allow, complete, truncated=history.truncated, ops=history.count, ok_ops=ok_ops,
+               worker_errors=worker_errors(record), undrained=drain_undrained(record), unseen_drained=counted.unseen_drained)
+    judged = Judged(v, allow, rules)
+    _replica_divergence(run_dir, record, judged)
+    _producer_sequences(run_dir, record, judged, dup_sends)
+    judged.refused = truncation_refusals(run_dir)  # evidence beside the verdict, never a verdict of its own
+    if judged.refused:
+        v.reasons = [*v.reasons, judged.refused["sentence"]]
+    gone = record.unresponsive  # harness/cluster/watch.py: the brokers, not the harness
+    if gone is not None:
+        v.reasons = [*v.reasons, f"the brokers stopped answering at {gone.at_s} s ({gone.reason}); the workload "
+                                 "stopped then, and what had been read is what was checked"]
+    return judged
+
+
+def _replica_divergence(run_dir: Path, record: RunRecord, judged: Judged) -> None:
+    """Replicas that diverged after healing (replicas.json): permitted with unclean election, else invalid."""
+    replicas = judged.replicas = read_replica_divergence(run_dir)
+    if replicas is None or not replicas["diverged"]:
+        return
+    v = judged.verdict
+    where = f"{replicas['diverged_offsets']} offset(s) from offset {replicas['first_offset']}"
+    if divergence_permitted(effective_profile(record)):
+        judged.allow = set(judged.allow) | {REPLICA_DIVERGENCE}
+        judged.rules = [*judged.rules, "unclean.leader.election.enable=true (replicas may diverge)"]
+    else:
+        v.verdict = "invalid"
+        v.forbidden = [*v.forbidden, REPLICA_DIVERGENCE]
+        said = [p["explanation"] for p in replicas["partitions"].values() if p.get("explanation")][:3]
+        v.reasons = [*v.reasons, f"replicas diverged after healing: {where} (not permitted without unclean election)"
+                     + "".join(f"; {line}" for line in said)]
+
+
+def _producer_sequences(run_dir: Path, record: RunRecord, judged: Judged, dup_sends: list | None) -> None:
+    """Which forbidden duplicates a batch the broker refused on their partition explains."""
+    v = judged.verdict
     sequences = out_of_order_sequences(run_dir) if "duplicate" in v.forbidden else None
-    if sequences is not None:  # which duplicates a refused batch on their partition explains
-        clk = wall_clock(run_dir, config, None)
-        sequences["duplicates_matched"] = match_duplicates(sequences, dup_sends, clk.start_ns if clk.exact else None,
-                                                           (config or {}).get("topic"))
+    if sequences is not None:
+        clk = wall_clock(run_dir, record, None)
+        sequences["duplicates_matched"] = match_duplicates(sequences, dup_sends, clk.start_ns if clk.exact else None, record.topic)
         del sequences["events"]  # up to 10k parsed lines: the match says what they showed
+    judged.sequences = sequences
     hint = duplicate_hint(sequences)
     if hint:
         v.reasons = [*v.reasons, hint]
-    refused = truncation_refusals(run_dir)  # evidence beside the verdict, never a verdict of its own
-    if refused:
-        v.reasons = [*v.reasons, refused["sentence"]]
-    if (config or {}).get("unresponsive"):  # harness/cluster/watch.py: the brokers, not the harness
-        gone = config["unresponsive"]
-        v.reasons = [*v.reasons, f"the brokers stopped answering at {gone.get('at_s')} s ({gone.get('reason')}); the workload "
-                                 "stopped then, and what had been read is what was checked"]
-    timings["total_s"] = round(time.perf_counter() - t0, 3)
-    cfg = config or {}
+
+
+def results_of(record: RunRecord, history: History, counted: Counted, examples: dict[str, list], lag: dict[str, Any] | None,
+               judged: Judged, timings: dict[str, float]) -> dict[str, Any]:
+    """The results dict, as results.json holds it (docs/checker.md)."""
+    v, replicas, counts = judged.verdict, judged.replicas, counted.counts
+    complete, hws = drain_status(record)
     return {
         "results_version": RESULTS_VERSION,
         "verdict": v.verdict,
         "reasons": v.reasons,
         "forbidden": v.forbidden,
         "counts": counts,
-        "headline": headline(counts, complete, v.forbidden, unseen_drained=unseen_drained, replica_diverged=
+        "headline": headline(counts, complete, v.forbidden, unseen_drained=counted.unseen_drained, replica_diverged=
                              replicas["diverged_offsets"] if replicas is not None and replicas["diverged"] else 0),
-        "allowed": sorted(allow, key=lambda a: ANOMALIES.index(a) if a in ANOMALIES else len(ANOMALIES)),
-        "allowed_by": rules,
+        "allowed": sorted(judged.allow, key=lambda a: ANOMALIES.index(a) if a in ANOMALIES else len(ANOMALIES)),
+        "allowed_by": judged.rules,
         "examples": examples,
         "op_stats": history.op_stats,
-        "drain": {"complete": complete, "high_watermarks": hws, "undrained": drain_undrained(config)},
+        "drain": {"complete": complete, "high_watermarks": hws, "undrained": drain_undrained(record)},
         "replica_divergence": replicas,
-        "truncation_refused": refused,
-        "unresponsive": (config or {}).get("unresponsive"),
+        "truncation_refused": judged.refused,
+        "unresponsive": record.unresponsive.as_json() if record.unresponsive is not None else None,
         "realtime_lag": lag,
-        "out_of_order_sequences": sequences,
+        "out_of_order_sequences": judged.sequences,
         "history": {"path": str(history.path), "format": history.format, "events": history.count,
                     "truncated": history.truncated},
-        "run": {"seed": cfg.get("seed"), "kafka_version": cfg.get("kafka_version"),
-                "workload": cfg.get("workload"), "profile": effective_profile(config)["name"],
-                "nemesis": sorted(cfg.get("nemesis") or [])},
+        "run": {"seed": record.seed, "kafka_version": record.kafka_version, "workload": record.workload,
+                "profile": effective_profile(record)["name"], "nemesis": sorted(record.nemesis or [])},
         "checked_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "timings": timings,
     }
+
+
+def check_history(spark: SparkSession, run_dir: Path, config: RecordLike, prefer: str | None = None) -> dict[str, Any]:
+    """The results dict for one run (nothing written). `config`: its record (read_record), or
+    config.json's content, or None (the safe profile, the drain's status unknown)."""
+    record = as_record(config)
+    began, timings = time.perf_counter(), {}
+    with _timed(timings, "load_s"):
+        history = load_history(spark, run_dir, prefer=prefer)
+    d = pairs = None
+    try:
+        with _timed(timings, "derive_s"):
+            d, pairs = derive(history, record)
+        findings = {a.name: FINDERS[a](d, pairs) for a in REGISTRY}  # each entry's claimed finder: lazy frames
+        with _timed(timings, "count_s"):
+            counted = count(d, findings, record)
+        with _timed(timings, "examples_s"):
+            examples, dup_sends = gather_examples(d, findings, counted.counts)
+        with _timed(timings, "lag_s"):
+            lag = lag_of(d, history, record)
+    finally:
+        if pairs is not None:
+            pairs.unpersist()
+        if d is not None:
+            d.unpersist()
+        history.release()
+    judged = judge(run_dir, record, history, counted, dup_sends)
+    timings["total_s"] = round(time.perf_counter() - began, 3)
+    return results_of(record, history, counted, examples, lag, judged, timings)
 
 
 class ResultsNotWritten(HarnessError):
@@ -318,7 +275,7 @@ def check_run(run_dir: Path | str, spark: SparkSession | None = None, prefer: st
     Spark session when none is given."""
     run_dir = Path(run_dir)
     out = Path(output) if output is not None else run_dir
-    config = read_config(run_dir)
+    record = read_record(run_dir)
     if output is not None:
         out.mkdir(parents=True, exist_ok=True)
     probe_writable(out)
@@ -328,11 +285,11 @@ def check_run(run_dir: Path | str, spark: SparkSession | None = None, prefer: st
         from analysis.checking.spark import get_session
 
         spark = get_session()
-    results = check_history(spark, run_dir, config, prefer=prefer)
+    results = check_history(spark, run_dir, record, prefer=prefer)
     results["history"]["fingerprint"] = fingerprint
     from analysis.explain.explanations import attach  # each example's context: faults, leader, reads, logs, UTC
 
-    attach(run_dir, results, config)
+    attach(run_dir, results, record)
     try:
         write_results(results, out)
     except OSError as err:

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 
 from analysis.checking.anomalies import DERIVED_STORAGE, Derived
 from analysis.checking.txn_anomalies import observed_values
+from analysis.checking.claims import finds
 
 EDGE_TYPES = ("ww", "wr")
 SCC_SCHEMA = ("kind string, size int, nodes array<long>, cycle array<long>, "
@@ -238,11 +239,13 @@ def _found(d: Derived, kind: str) -> DataFrame:
         "size", "nodes", "edges", "wr_only", F.col("cycle").alias("op_indexes"))
 
 
+@finds("G0")
 def g0(d: Derived) -> DataFrame:
     """G0 (analysis/rules/registry.py): one row per strongly connected component of the ww edges."""
     return _found(d, "G0")
 
 
+@finds("G1c")
 def g1c(d: Derived) -> DataFrame:
     """G1c (analysis/rules/registry.py): one row per strongly connected component of the ww and wr
     edges that holds a wr edge; wr_only says whether wr edges alone close a cycle in it."""

@@ -18,6 +18,7 @@ from analysis.checking.cycles import SCC_SCHEMA, _partition_components, edges as
 from analysis.checking.anomalies import DERIVED_STORAGE
 from analysis.checking.txn_anomalies import observed_values
 from harness.history.eos import OUTPUT_KEY_BASE, VALUE_STRIDE
+from analysis.checking.claims import finds
 
 # The finders' rows, for a history without a pipeline (the tests hold them to the finders' own).
 LOST_SCHEMA = "key long, offset long, value long, committed_past long, op_indexes array<long>"
@@ -54,6 +55,7 @@ def _output_reads(d: Derived) -> DataFrame:
         "index", "key", "offset", "value", (F.col("value") % VALUE_STRIDE).alias("source"))
 
 
+@finds("eos-lost")
 def eos_lost(d: Derived) -> DataFrame:
     """eos-lost (analysis/rules/registry.py): one row per input value."""
     if not _has_pipeline(d):
@@ -69,6 +71,7 @@ def eos_lost(d: Derived) -> DataFrame:
         "key", "offset", "value", "committed_past", F.array("by").alias("op_indexes"))
 
 
+@finds("eos-duplicate")
 def eos_duplicate(d: Derived) -> DataFrame:
     """eos-duplicate (analysis/rules/registry.py): one row per input value."""
     if not _has_pipeline(d):
@@ -97,6 +100,7 @@ def position_edges(d: Derived) -> DataFrame:
         "src", "dst", F.lit("wr").alias("type"), "key", "value", F.lit(None).cast("long").alias("next_value"))
 
 
+@finds("eos-G1c")
 def eos_g1c(d: Derived) -> DataFrame:
     """eos-G1c (analysis/rules/registry.py): one row per strongly connected component of the position
     edges and the wr edges between pipeline txns; found as analysis/checking/cycles.py finds G1c."""

@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.checking.anomalies import Derived, _offset
+from analysis.checking.claims import finds
 
 TXN_OUTCOMES = ("ok", "info", "fail")
 
@@ -95,26 +96,31 @@ def _read_pairs(d: Derived) -> DataFrame:
     return _pairs(reads, "offset")
 
 
+@finds("int-nonmonotonic-send")
 def int_nonmonotonic_send(d: Derived) -> DataFrame:
     """int-nonmonotonic-send (analysis/rules/registry.py): one row per adjacent pair of a txn's sends."""
     return _backwards(_send_pairs(d))
 
 
+@finds("int-send-skip")
 def int_send_skip(d: Derived) -> DataFrame:
     """int-send-skip (analysis/rules/registry.py): one row per adjacent pair of a txn's sends."""
     return _skips(d, _send_pairs(d))
 
 
+@finds("int-nonmonotonic-poll")
 def int_nonmonotonic_poll(d: Derived) -> DataFrame:
     """int-nonmonotonic-poll (analysis/rules/registry.py): one row per adjacent pair of a txn's reads."""
     return _backwards(_read_pairs(d))
 
 
+@finds("int-poll-skip")
 def int_poll_skip(d: Derived) -> DataFrame:
     """int-poll-skip (analysis/rules/registry.py): one row per adjacent pair of a txn's reads."""
     return _skips(d, _read_pairs(d))
 
 
+@finds("precommitted-read")
 def precommitted_read(d: Derived) -> DataFrame:
     """precommitted-read (analysis/rules/registry.py): one row per (txn, value) the txn both sent and read."""
     kv = lambda a: F.transform(a, lambda x: F.struct(x["key"].alias("key"), x["value"].alias("value")))  # noqa: E731

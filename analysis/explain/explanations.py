@@ -22,6 +22,7 @@ from typing import Any
 from analysis.explain import logs
 from analysis.explain.history import NS, Facts, scan
 from analysis.explain.timeline import Fault, faults_from
+from harness.history.record import RecordLike, as_record
 
 MAX_EXPLAINED = 5  # examples explained per anomaly (results.json keeps up to 20 examples)
 WINDOW_S = 2.0  # broker log lines quoted within this many seconds of the op
@@ -45,14 +46,14 @@ class Clock:
         return None if self.start_ns is None else self.start_ns + int(t_s * NS)
 
 
-def clock(run_dir: Path, config: dict[str, Any] | None, last_time_s: float | None) -> Clock:
-    """The history's zero on the wall clock: config.json's `history_start_utc` when recorded;
+def clock(run_dir: Path, config: RecordLike, last_time_s: float | None) -> Clock:
+    """The history's zero on the wall clock: the record's `history_start_utc` when recorded;
     else the run id's UTC timestamp (`harness run` names runs YYYYMMDDTHHMMSS-xxxxxx when it creates
     the directory, just before the recorder starts: about a second early at most); else the
     history file's last modification minus its last event's time. The latter two are marked ≈."""
-    cfg = config or {}
-    recorded = cfg.get("history_start_utc")
-    if isinstance(recorded, str):
+    record = as_record(config)
+    recorded = record.history_start_utc
+    if recorded is not None:
         try:
             when = dt.datetime.fromisoformat(recorded.replace("Z", "+00:00"))
             if when.tzinfo is None:
@@ -60,7 +61,7 @@ def clock(run_dir: Path, config: dict[str, Any] | None, last_time_s: float | Non
             return Clock(int(when.timestamp() * NS), "recorded (config.json history_start_utc)", True)
         except ValueError:
             pass
-    m = re.match(r"(\d{8}T\d{6})-", str(cfg.get("run_id") or run_dir.name))
+    m = re.match(r"(\d{8}T\d{6})-", str(record.run_id or run_dir.name))
     if m:
         when = dt.datetime.strptime(m.group(1), "%Y%m%dT%H%M%S").replace(tzinfo=dt.timezone.utc)
         return Clock(int(when.timestamp() * NS), "estimated from the run id (the run directory's creation, to the second)", False)
@@ -264,10 +265,11 @@ def _nearest(facts: Facts, key: int, offset: int, clk: Clock) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- entry points
-def explain(run_dir: Path | str, examples: dict[str, list[dict[str, Any]]], config: dict[str, Any] | None = None,
+def explain(run_dir: Path | str, examples: dict[str, list[dict[str, Any]]], config: RecordLike = None,
             limit: int = MAX_EXPLAINED, drain: dict[str, Any] | None = None) -> dict[str, Any]:
     """{"clock": …, "examples": {anomaly: [context, …]}} for the first `limit` examples of each
     anomaly, in the examples' order; each context has a "sentence" (analysis/explain/text.py).
+    config: the run's record (harness/history/record.py), or config.json's content.
     drain: results.json's "drain" (whether the final drain read every partition to its end)."""
     from analysis.explain.text import sentence
 
@@ -288,8 +290,9 @@ def explain(run_dir: Path | str, examples: dict[str, list[dict[str, Any]]], conf
     keys |= {k for ps in facts.read_at.values() for k, _ in ps}
     if keys - set(facts.reads) and chosen:  # a key learnt from a send: one more pass for its reads
         facts = scan(run_dir, keys, values)
-    topic = str((config or {}).get("topic") or "queue")
-    clk = clock(run_dir, config, facts.end_s if facts.end_s else None)
+    record = as_record(config)
+    topic = record.topic or "queue"
+    clk = clock(run_dir, record, facts.end_s if facts.end_s else None)
     faults, _ = faults_from(facts.nemesis, facts.end_s)
     log_view = logs.LogView(run_dir, topic, keys) if chosen else logs.LogView.empty()
     out: dict[str, list[dict[str, Any]]] = {}
@@ -302,7 +305,7 @@ def explain(run_dir: Path | str, examples: dict[str, list[dict[str, Any]]], conf
             ctx["sentence"] = sentence(ctx)
             out[name].append(ctx)
     return {"clock": {"start_utc": clk.utc(0.0), "source": clk.source, "exact": clk.exact},
-            "injected_faults": bool(facts.nemesis) or bool((config or {}).get("nemesis")), "examples": out}
+            "injected_faults": bool(facts.nemesis) or bool(record.nemesis), "examples": out}
 
 
 def examples_from_findings(found: dict[str, set]) -> dict[str, list[dict[str, Any]]]:
@@ -324,7 +327,7 @@ def examples_from_findings(found: dict[str, set]) -> dict[str, list[dict[str, An
     return out
 
 
-def attach(run_dir: Path | str, results: dict[str, Any], config: dict[str, Any] | None) -> dict[str, Any]:
+def attach(run_dir: Path | str, results: dict[str, Any], config: RecordLike) -> dict[str, Any]:
     """results with "explanations" added; an explanation that fails says why instead (it never
     costs the verdict)."""
     try:

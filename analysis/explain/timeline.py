@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from harness.history.faults import BY_START, HEAL, STOPS, ended_by
 from harness.history.format import CLIENT_FS as FS, TYPES
+from harness.history.record import RecordLike, as_record
 
 NS = 1_000_000_000
 COLUMNS = ["time", "process", "type", "f", "value"]
@@ -270,7 +271,7 @@ def faults_from(nemesis: list[dict[str, Any]], end_s: float) -> tuple[list[Fault
     return sorted(done, key=lambda x: x.start_s), markers
 
 
-def build(run_dir: Path | str, config: dict[str, Any] | None = None, max_bins: int = 3600,
+def build(run_dir: Path | str, config: RecordLike = None, max_bins: int = 3600,
           max_positions: int = 1_000_000) -> Timeline:
     """Everything the report plots, from RUN_DIR's history. Raises TimelineError.
 
@@ -293,8 +294,8 @@ def build(run_dir: Path | str, config: dict[str, Any] | None = None, max_bins: i
     end_s = max([float(ops["t"].max()) if len(ops) else 0.0] + [e["t"] for e in parts.nemesis])
     bin_s = max(1, int(np.ceil((end_s + 1) / max_bins)))  # per second unless the run is very long
 
-    drain = (config or {}).get("drain") or {}
-    drain_procs = {int(p) for p in drain.get("processes") or [] if isinstance(p, int)}
+    record = as_record(config)  # harness/history/record.py: the run's record, or config.json's content
+    drain_procs = set(record.drain.processes) if record.drain is not None else set()
     drain_start = float(ops.loc[ops["process"].isin(drain_procs), "t"].min()) if drain_procs and len(ops) else None
     if drain_start is not None and np.isnan(drain_start):
         drain_start = None
@@ -328,7 +329,7 @@ def build(run_dir: Path | str, config: dict[str, Any] | None = None, max_bins: i
         notes.append("consumer lag leaves out the final drain, which re-reads every partition from the beginning")
     return Timeline(per, bin_s, faults, markers, writes, reads, end_s, events, drain_start, source, notes,
                     op_table=timeline_ops.op_table(done, lat, end_s), errors=timeline_ops.error_table(parts.errors),
-                    start_gap_s=timeline_ops.start_gap(config, ops[ops["f"] < len(FS)]))
+                    start_gap_s=timeline_ops.start_gap(record, ops[ops["f"] < len(FS)]))
 
 
 def sample(df: pd.DataFrame, cap: int, seed: int = 0) -> pd.DataFrame:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness.history.format import CLIENT_FS as FS, TYPES
+from harness.history.record import RecordLike, as_record
 
 OPS = ("send", "poll", "txn")  # the operations plotted; assign/subscribe are bookkeeping, crash is rare
 OUTCOMES = ("ok", "fail", "info")
@@ -74,11 +75,10 @@ def error_table(frames: list[pd.DataFrame]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: (-r["count"], r["first_s"]))
 
 
-def start_gap(config: dict[str, Any] | None, ops: pd.DataFrame) -> float | None:
-    """When the workload began on the history's clock (config.json phases_s.workload, else the
+def start_gap(config: RecordLike, ops: pd.DataFrame) -> float | None:
+    """When the workload began on the history's clock (the record's phases_s.workload, else the
     first client event): before it the cluster was starting and no client op ran."""
-    phases = (config or {}).get("phases_s") or {}
-    began = phases.get("workload") if isinstance(phases, dict) else None
+    began = as_record(config).phases_s.workload
     if not isinstance(began, (int, float)):
         began = float(ops["t"].min()) if len(ops) else None
     return float(began) if began is not None and began >= 1.0 else None

@@ -25,6 +25,7 @@ from analysis.report.templates import DASHBOARD
 from analysis.checking.results_file import run_dirs, stale_reason
 from analysis.rules.verdict import HEADLINE
 from harness.errors import HarnessError
+from harness.history.record import EMPTY, RecordError, RunRecord, read_record
 
 COLOURS = {"valid": "#1b8a3a", "invalid": "#c62828", "unknown": "#d98c00", "stale": "#7c3aed", "unchecked": "#6b7280"}
 COLUMNS = [("date", False), ("run", False), ("Kafka", False), ("nemeses", False), ("workload", False),
@@ -53,31 +54,37 @@ def _run_date(run_dir: Path, results: dict[str, Any] | None) -> dt.datetime:
     return dt.datetime.fromtimestamp(run_dir.stat().st_mtime)
 
 
+def _record(run_dir: Path) -> RunRecord:
+    """The run's record; EMPTY when it has none or it cannot be read (the row then says '?')."""
+    try:
+        return read_record(run_dir) or EMPTY
+    except (OSError, RecordError):
+        return EMPTY
+
+
 def collect_runs(store: Path) -> list[dict[str, Any]]:
     """One row per run directory (a folder with config.json, results.json or a history), in the
     store or in a shard's store inside it; `run_id` is its path relative to the store."""
     rows = []
     for d in run_dirs(store):
-        config, results = _load(d / "config.json") or {}, _load(d / "results.json")
+        record, results = _record(d), _load(d / "results.json")
         # A results.json that no longer describes the history is not a verdict (results_file.py).
         stale = stale_reason(d, results) if results is not None else None
         run = (results or {}).get("run") or {}
-        prof = config.get("profile")
         head = (results or {}).get("headline") or {}
         when = _run_date(d, results)
-        seconds = config.get("seconds") or {}
         rows.append({
             "run_id": d.relative_to(store).as_posix(), "date": when.strftime("%Y-%m-%d %H:%M"), "date_sort": when.isoformat(),
             "report": f"{d.relative_to(store).as_posix()}/report.html" if (d / "report.html").exists() else None,
-            "version": config.get("kafka_version") or run.get("kafka_version") or "?",
-            "nemesis": "+".join(sorted(config.get("nemesis") or run.get("nemesis") or [])) or "none",
-            "workload": config.get("workload") or run.get("workload") or "?",
-            "profile": (prof.get("name") if isinstance(prof, dict) else None) or run.get("profile") or "?",
+            "version": record.kafka_version or run.get("kafka_version") or "?",
+            "nemesis": "+".join(sorted(record.nemesis or run.get("nemesis") or [])) or "none",
+            "workload": record.workload or run.get("workload") or "?",
+            "profile": record.profile_name or run.get("profile") or "?",
             "verdict": "stale" if stale else (results or {}).get("verdict", "unchecked") if (results or {}).get("verdict") in COLOURS else "unchecked",
             "stale": stale,
             **{k: head.get(k) if results and not stale else None for k in HEADLINE},
             "events": ((results or {}).get("history") or {}).get("events"),
-            "duration": seconds.get("workload", config.get("time_limit_s")),
+            "duration": record.seconds.workload if record.seconds.workload is not None else record.time_limit_s,
             "counts": (results or {}).get("counts") or {},
             "checked_at": (results or {}).get("checked_at"), "checked": results is not None and not stale,
             "day": when.date().isoformat(),

@@ -11,6 +11,7 @@ from markupsafe import Markup
 
 from analysis.report import html
 from analysis.explain.text import clip
+from harness.history.record import RecordLike, as_record
 
 CLIP = 220  # characters of a log line shown before "…" (the rest in a <details>)
 
@@ -109,7 +110,7 @@ def render(name: str, explained: list[dict[str, Any]], clock: dict[str, Any] | N
     return Markup(html.env().from_string(EXPLAINED).render(name=name, items=items))
 
 
-def explanations(run_dir: Path, results: dict[str, Any] | None, config: dict[str, Any] | None
+def explanations(run_dir: Path, results: dict[str, Any] | None, config: RecordLike
                  ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any] | None, str | None]:
     """The explained examples by anomaly, the clock, and a problem to show (or None): from
     results.json's "explanations" when the check wrote them, else worked out now from the
@@ -127,10 +128,10 @@ def explanations(run_dir: Path, results: dict[str, Any] | None, config: dict[str
     return got.get("examples") or {}, got.get("clock"), problem
 
 
-def no_faults(config: dict[str, Any] | None, tl: Any) -> bool:
+def no_faults(config: RecordLike, tl: Any) -> bool:
     """True when the run is known to be fault-free: config.json names no nemesis and the history
     holds no nemesis event."""
-    if config is None or config.get("nemesis"):
+    if config is None or as_record(config).nemesis:
         return False
     return tl is None or (not tl.faults and not [m for m in tl.markers if m["f"] != "heal"])
 
@@ -153,7 +154,7 @@ TABLES = """
 """
 
 
-def timeline_tables(tl: Any, run_dir: Path, config: dict[str, Any] | None) -> Markup:
+def timeline_tables(tl: Any, run_dir: Path, config: RecordLike) -> Markup:
     """Operations by (operation, outcome) and the client errors table, times with UTC beside."""
     from analysis.explain import explanations as explain
     if tl is None:

@@ -2,8 +2,8 @@
 (throughput, latency, consumer lag, faults as bands), each anomaly's examples with offset
 plots of the affected partitions, and links to the broker logs.
 
-The report only reads: results.json (the checker's verdict, never written here), config.json,
-cluster.json, the history, and the broker folders. Any of them may be missing; the page says so.
+The report only reads: results.json (the checker's verdict, never written here), config.json (the
+run's record, through harness/history/record.py), cluster.json, the history, and the broker folders. Any of them may be missing; the page says so.
 A results.json that exists but is not the checker's JSON is an error (exit 2 from the CLI).
 """
 
@@ -23,6 +23,7 @@ from analysis.rules.registry import ANOMALIES, meaning
 from analysis.report.templates import REPORT
 from analysis.checking.results_file import RUN_FILES, stale_reason
 from harness.errors import HarnessError
+from harness.history.record import EMPTY, Drain, RecordLike, as_record, read_record, record_path
 
 MAX_PARTITIONS_PER_KIND = 3
 MAX_OFFSET_PLOTS = 12
@@ -54,52 +55,62 @@ def load_results(run_dir: Path) -> dict[str, Any] | None:
     return results
 
 
-def _reproduce(config: dict[str, Any], run_dir: Path) -> str:
+def _reproduce(record: RecordLike, run_dir: Path) -> str:
     """The command line that repeats this run: `harness scenario run` for a scenario, else `harness
     run --replay` of its config.json, which repeats every setting (each fault package's too) and
     the executed fault schedule. It used to spell the flags out, and named only the partition and
     kill/pause targets: a disk or power run's repeat lost its own settings."""
-    workload = str(config.get("workload", "queue"))
+    record = as_record(record)
+    workload = record.workload or "queue"
     if workload.startswith("scenario:"):
         args = ["python", "-m", "harness", "scenario", "run", workload.split(":", 1)[1]]
-        if config.get("kafka_version"):
-            args += ["--kafka-version", str(config["kafka_version"])]
+        if record.kafka_version:
+            args += ["--kafka-version", record.kafka_version]
         return shlex.join(args)
-    return shlex.join(["python", "-m", "harness", "run", "--replay", str((run_dir / "config.json").resolve())])
+    return shlex.join(["python", "-m", "harness", "run", "--replay", str(record_path(run_dir).resolve())])
 
 
-def _facts(run_dir: Path, config: dict[str, Any] | None, cluster: dict[str, Any] | None,
+def _or(value: Any, absent: str = "?") -> Any:
+    return absent if value is None else value
+
+
+def _drain_text(drain: Drain | None) -> str:
+    if drain is None:
+        return "not recorded"
+    if drain.complete:
+        return "complete"
+    if drain.undrained:  # partition -> why (absent in older runs)
+        return "INCOMPLETE (not drained: " + "; ".join(f"partition {p}: {why}" for p, why in drain.undrained.items()) + ")"
+    timed_out = list(drain.timed_out_partitions) if drain.timed_out_partitions is not None else None
+    return f"INCOMPLETE (timed out on partitions {timed_out})"
+
+
+def _facts(run_dir: Path, record: RecordLike, cluster: dict[str, Any] | None,
            results: dict[str, Any] | None) -> list[tuple[str, Any]]:
-    c = config or {}
+    c = as_record(record)
     run = (results or {}).get("run") or {}
-    prof = c.get("profile")
-    prof_text = (f"{prof.get('name', 'custom')} — {prof.get('description', '')}".rstrip(" —")
-                 if isinstance(prof, dict) else (run.get("profile") or "safe (no config.json)"))
-    seconds = c.get("seconds") or {}
-    drain = c.get("drain") or {}
-    undrained = drain.get("undrained") or {}  # partition -> why (absent in older runs)
-    drain_text = ("complete" if drain.get("complete") else
-                  ("INCOMPLETE (not drained: " + "; ".join(f"partition {p}: {why}" for p, why in undrained.items()) + ")"
-                   if undrained else f"INCOMPLETE (timed out on partitions {drain.get('timed_out_partitions')})")
-                  ) if drain else "not recorded"
-    nem = c.get("nemesis", run.get("nemesis"))
+    prof = c.profile
+    prof_text = (f"{_or(prof.name, 'custom')} — {prof.description or ''}".rstrip(" —")
+                 if prof is not None else (run.get("profile") or "safe (no config.json)"))
+    seconds = c.seconds
+    nem = c.nemesis if c.nemesis is not None else run.get("nemesis")
     facts = [
-        ("run id", c.get("run_id", run_dir.name)),
-        ("status", c.get("status", "unknown")),
-        ("Kafka version", c.get("kafka_version") or (cluster or {}).get("kafka_version") or run.get("kafka_version")),
-        ("brokers", c.get("brokers", len((cluster or {}).get("brokers") or []) or None)),
-        ("workload", f"{c.get('workload', run.get('workload', '?'))}: topic {c.get('topic', '?')}, "
-                     f"{c.get('partitions', '?')} partitions × RF {c.get('replication_factor', '?')}, "
-                     f"{c.get('producers', '?')} producers, {c.get('consumers', '?')} consumers, "
-                     f"target {html.fmt(c.get('rate'))} sends/s"),
+        ("run id", c.run_id or run_dir.name),
+        ("status", c.status or "unknown"),
+        ("Kafka version", c.kafka_version or (cluster or {}).get("kafka_version") or run.get("kafka_version")),
+        ("brokers", c.brokers if c.brokers is not None else len((cluster or {}).get("brokers") or []) or None),
+        ("workload", f"{c.workload or run.get('workload', '?')}: topic {_or(c.topic)}, "
+                     f"{_or(c.partitions)} partitions × RF {_or(c.replication_factor)}, "
+                     f"{_or(c.producers)} producers, {_or(c.consumers)} consumers, "
+                     f"target {html.fmt(c.rate)} sends/s"),
         ("client profile", prof_text),
         ("nemeses", ", ".join(nem) if nem else "none (fault-free run)"),
-        ("seed", c.get("seed", run.get("seed"))),
-        ("duration", f"workload {html.fmt(seconds.get('workload', c.get('time_limit_s')))} s"
-                     + (f", heal {seconds['heal']} s" if "heal" in seconds else "")
-                     + (f", drain {seconds['drain']} s" if "drain" in seconds else "")
-                     + (f", cluster start {seconds['cluster_ready']} s" if "cluster_ready" in seconds else "")),
-        ("final drain", drain_text),
+        ("seed", c.seed if c.seed is not None else run.get("seed")),
+        ("duration", f"workload {html.fmt(seconds.workload if seconds.workload is not None else c.time_limit_s)} s"
+                     + (f", heal {seconds.heal} s" if seconds.heal is not None else "")
+                     + (f", drain {seconds.drain} s" if seconds.drain is not None else "")
+                     + (f", cluster start {seconds.cluster_ready} s" if seconds.cluster_ready is not None else "")),
+        ("final drain", _drain_text(c.drain)),
     ]
     lag = (results or {}).get("realtime_lag")  # a measurement (analysis/checking/lag.py), absent in older results
     if isinstance(lag, dict):
@@ -108,8 +119,8 @@ def _facts(run_dir: Path, config: dict[str, Any] | None, cluster: dict[str, Any]
                       f"partition {w.get('key')}), p50 {html.fmt(lag.get('p50_ms'))} ms, p99 {html.fmt(lag.get('p99_ms'))} ms"))
     if cluster and isinstance(cluster.get("client"), dict):
         facts.append(("client library", ", ".join(f"{k} {v}" for k, v in cluster["client"].items())))
-    if c.get("failure"):
-        facts.append(("failure", c["failure"]))
+    if c.failure:
+        facts.append(("failure", c.failure))
     return facts
 
 
@@ -183,7 +194,7 @@ def render_report(run_dir: Path | str, output: Path | str | None = None, inline:
                            hint="pass a folder written by `python -m harness run` (<store>/<run-id>); "
                                 "`python -m harness dashboard STORE` lists a store's runs")
     results = load_results(results_dir)
-    config = _read_json(run_dir / "config.json", "config.json")
+    record = read_record(run_dir)  # harness/history/record.py; a malformed one is a HarnessError (exit 2)
     cluster = _read_json(run_dir / "cluster.json", "cluster.json")
 
     problems: list[str] = []
@@ -191,21 +202,21 @@ def render_report(run_dir: Path | str, output: Path | str | None = None, inline:
     if stale:  # a verdict drawn from another history is no verdict: shown as not checked, with why
         problems.append(f"results.json is stale, so no verdict is shown: {stale}")
         results = None
-    if config is None:
+    if record is None:
         problems.append("config.json is missing: run facts are incomplete and the safe profile's permissions are assumed.")
     tl = None
     try:
-        tl = timeline.build(run_dir, config)
+        tl = timeline.build(run_dir, record)
     except timeline.TimelineError as exc:
         problems.append(f"the history could not be read, so there is no timeline: {exc}")
 
     from analysis.report import explanations as report_explain
-    explained, clock, why = report_explain.explanations(run_dir, results, config)
+    explained, clock, why = report_explain.explanations(run_dir, results, record)
     problems += [why] if why else []
     from analysis.explain.explanations import clock as run_clock
 
-    clk = run_clock(run_dir, config, tl.duration_s if tl is not None else None)  # UTC beside run times
-    allow, rules = (results.get("allowed", []), results.get("allowed_by", [])) if results else permitted(config)
+    clk = run_clock(run_dir, record, tl.duration_s if tl is not None else None)  # UTC beside run times
+    allow, rules = (results.get("allowed", []), results.get("allowed_by", [])) if results else permitted(record)
     counts = (results or {}).get("counts") or {}
     examples = (results or {}).get("examples") or {}
     kinds = []
@@ -230,21 +241,21 @@ def render_report(run_dir: Path | str, output: Path | str | None = None, inline:
 
     verdict = results["verdict"] if results else "unchecked"
     body = html.env().from_string(REPORT).render(
-        run_id=(config or {}).get("run_id", run_dir.name), run_dir=str(run_dir.resolve()),
+        run_id=(record or EMPTY).run_id or run_dir.name, run_dir=str(run_dir.resolve()),
         verdict=verdict, results=results, headline=(results or {}).get("headline") or {},
         reasons=(results or {}).get("reasons") or [], forbidden=(results or {}).get("forbidden") or [],
         counts=[{"name": n, "count": counts.get(n), "allowed": n in allow, "definition": meaning(n)} for n in ANOMALIES],
-        allowed=allow, rules=rules, facts=_facts(run_dir, config, cluster, results),
-        command=(config or {}).get("command_line"), reproduce=_reproduce(config, run_dir) if config else None,
+        allowed=allow, rules=rules, facts=_facts(run_dir, record, cluster, results),
+        command=(record or EMPTY).command_line, reproduce=_reproduce(record, run_dir) if record is not None else None,
         tl=tl, timeline=timeline_html, kinds=kinds, files=[{**f, "size": _size(f["size"]), "href": _href(f["href"], run_dir, out)}
                                                            for f in _files(run_dir)],
         problems=problems, generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         check_cmd=f"python -m analysis check {run_dir}",
         replicas=(results or {}).get("replica_divergence"),
-        no_faults=report_explain.no_faults(config, tl), timeline_tables=report_explain.timeline_tables(tl, run_dir, config),
+        no_faults=report_explain.no_faults(record, tl), timeline_tables=report_explain.timeline_tables(tl, run_dir, record),
         extra_css=report_explain.CSS, utc=lambda t: clk.utc(t) or "",
     )
-    title = f"{verdict.upper()} · Kafka run {(config or {}).get('run_id', run_dir.name)}"
+    title = f"{verdict.upper()} · Kafka run {(record or EMPTY).run_id or run_dir.name}"
     return html.write_atomic(out / "report.html", html.page(title, body, plotly=inline))
 
 

@@ -17,17 +17,20 @@ field, takes the `safe` value (the strictest reading: nothing is excused by omis
 | enable.idempotence = true, not transactional, delivery.timeout.ms < 120 s | duplicate                         | librdkafka re-sends in-flight batches under a bumped epoch after a timeout; the broker may already have written them |
 | found, whatever the profile (Kafka's transaction model) | int-send-skip, G0; G1c whose every cycle needs a ww edge | transactions do not isolate their writes: others' records interleave with a transaction's, and a send reaches the log before its commit, so ww order is no commit order |
 
-Profiles are read in any of the spellings the harness writes: dotted keys at the top level,
-`harness.run.steps`'s underscored field names (`min_insync_replicas`, ...), and the nested `producer`,
-`consumer` and `topic` configs (`"unclean.leader.election.enable": "true"`). Booleans given as
-text are parsed, never taken for their truthiness.
+The run's record comes as harness/history/record.py reads it (a `RunRecord`; a dict of config.json's
+content is upgraded the same way). Profiles are read in any of the spellings the harness wrote:
+dotted keys at the top level, the underscored field names of record version 1
+(`min_insync_replicas`, ...), and its nested `producer`, `consumer` and `topic` configs
+(`"unclean.leader.election.enable": "true"`). Booleans given as text are parsed, never taken for
+their truthiness.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from analysis.rules.registry import ANOMALIES
+from harness.history.record import RecordLike, as_record
 
 SAFE: dict[str, Any] = {
     "name": "safe",
@@ -93,15 +96,18 @@ def _as_bool(value: Any) -> bool:
     return bool(value)
 
 
-def normalise(given: dict[str, Any]) -> dict[str, Any]:
+SECTIONS = ("producer", "consumer", "topic")
+
+
+def normalise(given: Mapping[str, Any]) -> dict[str, Any]:
     """One flat dict of dotted keys from any spelling of a profile (nested configs win over aliases)."""
     flat: dict[str, Any] = {}
+    nested = {key: value for key, value in given.items() if key in SECTIONS and isinstance(value, dict)}
     for key, value in given.items():
-        if key in ("producer", "consumer", "topic") and isinstance(value, dict):
-            continue
-        flat[ALIASES.get(key, key)] = value
-    for section in ("producer", "consumer", "topic"):
-        for key, value in (given.get(section) or {}).items():
+        if key not in nested:
+            flat[ALIASES.get(key, key)] = value
+    for section in SECTIONS:
+        for key, value in (nested[section].items() if section in nested else ()):
             flat[ALIASES.get(key, key)] = value
     if "transactional.id" in flat:
         flat["transactional"] = True
@@ -111,20 +117,22 @@ def normalise(given: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def effective_profile(config: dict[str, Any] | None) -> dict[str, Any]:
+def effective_profile(record: RecordLike) -> dict[str, Any]:
     """The run's profile with every missing field filled from SAFE."""
     profile = dict(SAFE)
-    given = normalise((config or {}).get("profile") or {})
+    recorded = as_record(record).profile
+    given = normalise(recorded.keys if recorded is not None else {})
     profile.update({k: v for k, v in given.items() if v is not None})
     if "name" not in given:
         profile["name"] = "safe" if not given else "custom"
     return profile
 
 
-def allowed(config: dict[str, Any] | None) -> tuple[set[str], list[str]]:
+def allowed(record: RecordLike) -> tuple[set[str], list[str]]:
     """The anomalies the run's configuration permits, and the rules that permitted them."""
-    profile = effective_profile(config)
-    workload = (config or {}).get("workload", "queue")
+    record = as_record(record)
+    profile = effective_profile(record)
+    workload = record.workload or "queue"
     permitted: set[str] = set()
     reasons: list[str] = []
     for description, applies, anomalies in RULES:

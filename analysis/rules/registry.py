@@ -1,5 +1,7 @@
-"""The anomalies, in one table: each one's name, definition, what one count is, the function of
-analysis/checking/anomalies.py that finds it and the order its examples are listed in.
+"""The anomalies, in one table: each one's name, definition, what one count is, the order its
+examples are listed in, and whether only transactions can show it. Each finder claims its entry
+where it is written (`@finds("lost-write")`, analysis/checking/claims.py), and the checker calls
+the finder claimed for each entry (analysis/checking/finders.py); this module stays free of Spark.
 
 Everything else is generated from it: the anomaly table of docs/checker.md (between the markers
 below; `python -m analysis.rules.registry docs/checker.md` rewrites it, `--check` exits 1 when it is
@@ -24,9 +26,11 @@ class Anomaly:
     name: str  # the key in results.json
     definition: str  # one or two sentences, markdown
     counted_per: str  # what one count is
-    finder: str  # a function of analysis/<module>.py, by name: importing this module needs no Spark
     example_order: tuple[str, ...]  # the columns examples are sorted by
-    module: str = "anomalies"  # where the finder is: analysis.checking.anomalies, analysis.checking.txn_anomalies, analysis.checking.cycles
+    # Only ops of several records (txns) can show it. A history without a txn holds none, and the
+    # count job leaves its finder out rather than plan it (on a 2M-event history of sends and
+    # polls, counting them took 0.3-4.9 s each, mostly planning, for 0).
+    txns_only: bool = False
 
 
 REGISTRY: tuple[Anomaly, ...] = (
@@ -34,83 +38,83 @@ REGISTRY: tuple[Anomaly, ...] = (
             "one (key, offset) observed with two or more different values — two replicas disagreed "
             "about the log (divergence, e.g. after an unclean election or a lost acks=1 write whose "
             "offset was reused).",
-            "(key, offset)", "inconsistent_offsets", ("key",)),
+            "(key, offset)", ("key",)),
     Anomaly("duplicate",
             "one value observed at two or more different (key, offset) positions — it was written "
             "more than once (e.g. a retried send without idempotence).",
-            "value", "duplicate", ("value",)),
+            "value", ("value",)),
     Anomaly("lost-write",
             "an ok write (acknowledged `ok`, or `info` but proved by a read) at offset o of key K whose "
             "value no read ever returned, although "
             "some read on K returned an offset greater than o — readers went past its position and it "
             "was not there.",
-            "value", "lost_write", ("key",)),
+            "value", ("key",)),
     Anomaly("unseen",
             "an ok write (acknowledged `ok`, or `info` but proved by a read) whose value no read "
             "returned and that is not a lost-write (no "
             "read on its key went past it, or its offset is unknown). It is lost only if the final "
             "drain is known to have reached every high watermark.",
-            "value", "unseen", ("key",)),
+            "value", ("key",)),
     Anomaly("nonmonotonic-send",
             "within one process, `ok` sends to the same key (plain ones, and those of `ok` txns), "
             "taken in the order their ops were invoked and a txn's in the order it lists them, where "
             "a send of one op is acknowledged at an offset not above the previous send of an earlier "
             "op — the producer's records were reordered (or one overwrote another's position). Two "
             "sends of one txn are int-nonmonotonic-send's to judge.",
-            "adjacent pair of sends", "nonmonotonic_send", ("key",)),
+            "adjacent pair of sends", ("key",)),
     Anomaly("nonmonotonic-poll",
             "within one process, two successive reads of the same key — inside one poll, or in two "
             "`ok` polls or txns with no `ok`/`info` assign or subscribe of that process between "
             "them that resets the key (one that seeks, or no longer covers the key; one with "
             "`seek` null that still covers it keeps the sequence) — whose offsets do not strictly "
             "increase: the consumer went backwards or read a position twice.",
-            "adjacent pair of reads", "nonmonotonic_poll", ("key",)),
+            "adjacent pair of reads", ("key",)),
     Anomaly("poll-skip",
             "two successive reads as for nonmonotonic-poll, where the second is beyond the first by "
             "more than one position in the key's observed order: a record known to exist (some op "
             "observed it at an offset in between) was jumped over.",
-            "adjacent pair of reads", "poll_skip", ("key",)),
+            "adjacent pair of reads", ("key",)),
     Anomaly("aborted-read",
             "a read returned a value whose send, or whose transaction, completed `fail` (definitely "
             "not written, or aborted). `info` writes are unknown, never failures.",
-            "value", "aborted_read", ("value",)),
+            "value", ("value",)),
     Anomaly("int-nonmonotonic-send",
             "within one `txn` (any outcome), two successive sends to the same key, in the order the "
             "txn lists them, whose positions do not strictly increase. A send's position is its "
             "acknowledged offset or, when it has none, the lowest offset a read returned its value at; "
             "a pair with an unknown position is not judged.",
-            "adjacent pair of sends", "int_nonmonotonic_send", ("key",), "txn_anomalies"),
+            "adjacent pair of sends", ("key",), txns_only=True),
     Anomaly("int-send-skip",
             "within one `txn`, two successive sends to the same key (positions as for "
             "int-nonmonotonic-send) with an observed position strictly between them: another "
             "writer's record landed inside the transaction's run of records. Kafka permits it.",
-            "adjacent pair of sends", "int_send_skip", ("key",), "txn_anomalies"),
+            "adjacent pair of sends", ("key",), txns_only=True),
     Anomaly("int-nonmonotonic-poll",
             "within one `txn` (any outcome: a poller must return safe data whether or not its "
             "transaction commits), two successive records of the same key, in the order returned, "
             "whose offsets do not strictly increase.",
-            "adjacent pair of reads", "int_nonmonotonic_poll", ("key",), "txn_anomalies"),
+            "adjacent pair of reads", ("key",), txns_only=True),
     Anomaly("int-poll-skip",
             "within one `txn` (any outcome), two successive records of the same key with an "
             "observed offset strictly between them: the transaction's reads jumped over a record "
             "known to exist.",
-            "adjacent pair of reads", "int_poll_skip", ("key",), "txn_anomalies"),
+            "adjacent pair of reads", ("key",), txns_only=True),
     Anomaly("precommitted-read",
             "a `txn` read a record that it sent itself: its own write was visible before it "
             "committed (a read_committed consumer must never see an uncommitted record, its "
             "producer's included).",
-            "(txn, value)", "precommitted_read", ("key",), "txn_anomalies"),
+            "(txn, value)", ("key",), txns_only=True),
     Anomaly("G0",
             "a cycle of ww dependencies between ops (write cycle): on each key the writers of "
             "successive values in observed order are linked, and these links loop back. Kafka "
             "permits it: transactions do not isolate their writes from each other.",
-            "strongly connected component", "g0", ("size",), "cycles"),
+            "strongly connected component", ("size",), txns_only=True),
     Anomaly("G1c",
             "a cycle of ww and wr dependencies holding at least one wr edge (a reader of a value "
             "depends on its writer): circular information flow between transactions. A cycle of wr "
             "edges alone is impossible at read_committed; one that needs a ww edge is permitted "
             "(sends reach the log before their commit, so ww order is no commit order).",
-            "strongly connected component", "g1c", ("size",), "cycles"),
+            "strongly connected component", ("size",), txns_only=True),
     # The exactly-once pipeline (the eos workload: input at keys below 1000, output at 1000 + p,
     # an output value V' made from the input value V' mod 1e9; a pipeline txn sends to the output).
     Anomaly("eos-lost",
@@ -118,19 +122,19 @@ REGISTRY: tuple[Anomaly, ...] = (
             "no read of the output returned any value made from, although an `ok` pipeline txn read K "
             "at an offset of o or more: the pipeline committed its input offsets past it. Like unseen, "
             "it counts only once the final drain read the output to its end.",
-            "input value", "eos_lost", ("key",), "eos_anomalies"),
+            "input value", ("key",), txns_only=True),
     Anomaly("eos-duplicate",
             "an input value of the exactly-once pipeline from which reads of the output returned "
             "values at two or more (key, offset) positions: it was processed and committed more than "
             "once.",
-            "input value", "eos_duplicate", ("value",), "eos_anomalies"),
+            "input value", ("value",), txns_only=True),
     Anomaly("eos-G1c",
             "a cycle of the pipeline's txns through the input and the output: wr edges between pipeline "
             "txns, and T → T′ when T′ (`ok` or `info`) began reading an input key at the observed "
             "offset right after the last one the `ok` pipeline txn T read there (T′ read the input "
             "offset T committed). Each edge orders T's commit before T′'s reads, so no such cycle can "
             "happen.",
-            "strongly connected component", "eos_g1c", ("size",), "eos_anomalies"),
+            "strongly connected component", ("size",), txns_only=True),
 )
 
 ANOMALIES: tuple[str, ...] = tuple(a.name for a in REGISTRY)

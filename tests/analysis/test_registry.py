@@ -1,5 +1,7 @@
 """The anomaly registry (analysis/rules/registry.py) is the one list: the docs' table, the finders, the
-report's meanings and the stable order all come from it (fast, no Spark)."""
+report's meanings and the stable order all come from it (fast, no Spark). Each finder claims its
+entry (@finds, analysis/checking/claims.py); the checker calls the claimed finders
+(analysis/checking/finders.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import pytest
 from markupsafe import escape  # as the report's Jinja environment escapes
 
 from analysis.checking import anomalies
+from analysis.checking.claims import CLAIMS, ClaimError, finds
+from analysis.checking.finders import FINDERS, MODULES
 
 from analysis.rules import registry
 from analysis.rules.registry import ANOMALIES, BY_NAME, END, REGISTRY, START
@@ -59,12 +63,24 @@ def test_order_is_the_stable_results_order() -> None:
     assert list(BY_NAME) == list(ANOMALIES) and len(set(ANOMALIES)) == len(ANOMALIES)
 
 
+def _claimed(anomaly: registry.Anomaly):
+    """The finder module and the function that claimed `anomaly` (StopIteration: a claim made
+    outside the finder modules)."""
+    finder = FINDERS[anomaly].function
+    return next(m for m in MODULES if m.__name__ == finder.__module__), finder
+
+
+def _claimed_in(module) -> set[str]:
+    return {f.function.__name__ for f in FINDERS.values() if f.function.__module__ == module.__name__}
+
+
 @pytest.mark.parametrize("anomaly", REGISTRY, ids=lambda a: a.name)
 def test_every_entry_is_complete_and_its_finder_exists(anomaly: registry.Anomaly) -> None:
-    module = importlib.import_module(f"analysis.checking.{anomaly.module}")
-    finder = getattr(module, anomaly.finder, None)
-    assert inspect.isfunction(finder) and finder.__module__ == module.__name__, anomaly.finder
+    module, finder = _claimed(anomaly)
+    assert inspect.isfunction(finder) and finder.__module__ == module.__name__, finder
+    assert getattr(module, finder.__name__) is finder  # a module-level function, under its own name
     assert list(inspect.signature(finder).parameters)[0] == "d"  # takes derive()'s tables
+    assert ("pairs" in inspect.signature(finder).parameters) == FINDERS[anomaly].takes_pairs
     assert anomaly.name in (finder.__doc__ or ""), "the finder's docstring names its anomaly"
     assert anomaly.definition.strip() and anomaly.definition.endswith(".")
     assert anomaly.counted_per.strip() and anomaly.example_order
@@ -77,8 +93,22 @@ def test_every_finder_in_anomalies_has_an_entry() -> None:
     finders = {name for name, fn in inspect.getmembers(anomalies, inspect.isfunction)
                if fn.__module__ == "analysis.checking.anomalies" and not name.startswith("_") and name not in helpers
                and list(inspect.signature(fn).parameters)[:1] == ["d"]}
-    assert finders == {a.finder for a in REGISTRY if a.module == "anomalies"}
+    assert finders == _claimed_in(anomalies)
     assert set(anomalies.VALUE_LEVEL) <= set(BY_NAME)
+
+
+def test_every_entry_has_exactly_one_finder_and_a_bad_claim_fails_at_once() -> None:
+    assert list(FINDERS) == list(REGISTRY) and all(FINDERS[a].anomaly is a for a in REGISTRY)
+    held = dict(CLAIMS)
+
+    def another(d):  # a second finder for an entry already claimed
+        return d
+
+    with pytest.raises(ClaimError, match="claimed twice"):
+        finds("lost-write")(another)
+    with pytest.raises(ClaimError, match="does not list"):
+        finds("lost-writes")
+    assert CLAIMS == held
 
 
 def test_meaning_is_the_definition_in_plain_text() -> None:
@@ -112,9 +142,15 @@ def test_report_meanings_come_from_the_registry(tmp_path: Path, monkeypatch: pyt
     assert page.count("a sentinel meaning for poll-skip") == 2
 
 
+# Public functions over derive()'s tables in the txn modules that are not finders: shared steps.
+TXN_HELPERS = {"txn_anomalies": {"observed_values"}, "cycles": {"writers", "edges", "components"},
+               "eos_anomalies": {"position_edges"}}
+
+
 @pytest.mark.parametrize("module", ["txn_anomalies", "cycles", "eos_anomalies"])
 def test_every_finder_in_the_txn_modules_has_an_entry(module: str) -> None:
     mod = importlib.import_module(f"analysis.checking.{module}")
     finders = {name for name, fn in inspect.getmembers(mod, inspect.isfunction)
-               if fn.__module__ == mod.__name__ and name in {a.finder for a in REGISTRY}}
-    assert finders == {a.finder for a in REGISTRY if a.module == module}
+               if fn.__module__ == mod.__name__ and not name.startswith("_") and name not in TXN_HELPERS[module]
+               and list(inspect.signature(fn).parameters)[:1] == ["d"]}
+    assert finders == _claimed_in(mod)

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from analysis.checking.checker import check_history, read_config
+from analysis.checking.checker import check_history
 from analysis.explain.replica_evidence import read_replica_divergence
+from harness.history.record import read_record
 from tests.analysis.histories import valid_history, write_run
 
 pytestmark = pytest.mark.slow
@@ -25,7 +26,7 @@ def test_replica_divergence_verdict(spark, tmp_path, unclean, diverged, verdict)
     profile = {"name": "p", "acks": "1", "unclean_leader_election": unclean, "min_insync_replicas": 1}
     run = write_run(tmp_path / "run", events, {"profile": profile, "workload": "queue", "drain": {"complete": True, "high_watermarks": {}}})
     (run / "replicas.json").write_text(json.dumps(replicas(diverged)))
-    results = check_history(spark, run, read_config(run))
+    results = check_history(spark, run, read_record(run))
     assert results["verdict"] == verdict, results["reasons"]
     assert results["replica_divergence"]["diverged"] is diverged
     assert ("replica-divergence" in results["forbidden"]) == (verdict == "invalid")

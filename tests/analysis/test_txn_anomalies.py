@@ -16,7 +16,7 @@ from analysis.rules.registry import REGISTRY
 from tests.analysis.histories import ZERO, Builder, _txn, inject, valid_history, write_run
 from tests.analysis.jepsen_histories import HISTORIES
 
-TXN_KINDS = [a.name for a in REGISTRY if a.module not in ("anomalies", "eos_anomalies")]  # eos: test_eos_anomalies.py
+TXN_KINDS = [a.name for a in REGISTRY if a.txns_only and not a.name.startswith("eos-")]  # eos: test_eos_anomalies.py
 
 
 @pytest.mark.parametrize("name", HISTORIES)

@@ -1,0 +1,25 @@
+"""Every registry entry and the finder that claimed it (analysis/checking/claims.py): importing
+this module imports every finder module, and fails loudly when an entry has no finder."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Mapping
+
+# The finder modules: importing them makes their claims.
+from analysis.checking import anomalies, cycles, eos_anomalies, txn_anomalies  # noqa: F401
+from analysis.checking.claims import CLAIMS, ClaimError, Finder
+from analysis.rules.registry import REGISTRY, Anomaly
+
+MODULES = (anomalies, txn_anomalies, cycles, eos_anomalies)
+
+
+def _complete() -> Mapping[Anomaly, Finder]:
+    unclaimed = [a.name for a in REGISTRY if a not in CLAIMS]
+    if unclaimed:
+        raise ClaimError(f"no finder claims {', '.join(unclaimed)}: mark the function that finds each with "
+                         f"@finds(NAME) (analysis/checking/claims.py) in one of {', '.join(m.__name__ for m in MODULES)}")
+    return MappingProxyType({a: CLAIMS[a] for a in REGISTRY})  # in the registry's order
+
+
+FINDERS: Mapping[Anomaly, Finder] = _complete()
