@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.history.faults import CLOCK_BUMP, CLOCK_STROBE
 from nemesis.base import Nemesis
-from nemesis.registry import Package, Setting
+from nemesis.registry import Package
 from nemesis.targets import choose_nodes
 
 MODES = ("bump", "strobe")
