@@ -10,6 +10,7 @@
 
 mod fault;
 mod fs;
+mod refusal;
 mod state;
 
 use std::io::{BufRead, BufReader, Write};
