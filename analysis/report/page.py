@@ -179,7 +179,6 @@ def render_report(run_dir: Path | str, output: Path | str | None = None, inline:
     missing run directory or a malformed results.json/config.json; anything else missing is shown
     on the page. Results are read from `output` when it holds a results.json (`check --output`),
     else from RUN_DIR; results that no longer describe the history are refused, with the reason."""
-    from analysis.report import charts
     from analysis.explain import timeline
     from analysis.rules.permissions import allowed as permitted
 
@@ -219,24 +218,7 @@ def render_report(run_dir: Path | str, output: Path | str | None = None, inline:
     allow, rules = (results.get("allowed", []), results.get("allowed_by", [])) if results else permitted(record)
     counts = (results or {}).get("counts") or {}
     examples = (results or {}).get("examples") or {}
-    kinds = []
-    plots: list[Markup] = []
-    n_plots = 0
-    for name in ANOMALIES:
-        found = counts.get(name, 0) or 0
-        ex = examples.get(name) or []
-        kind = {"name": name, "count": found, "allowed": name in allow, "definition": meaning(name),
-                "rows": _example_rows(name, ex, clk), "plots": [], "shown": len(ex),
-                "explained": report_explain.render(name, explained.get(name) or [], clock)}
-        if found and ex and tl is not None:
-            pts = charts.anomaly_points(name, ex, explained.get(name))
-            for key in list(dict.fromkeys(pts["key"].tolist()))[:MAX_PARTITIONS_PER_KIND]:
-                if n_plots >= MAX_OFFSET_PLOTS:
-                    break
-                n_plots += 1
-                kind["plots"].append(_offsets(tl, key, {name: pts}, f"plot-offsets-{name}-{key}", inline))
-        if found:
-            kinds.append(kind)
+    kinds = _anomaly_sections(counts, examples, allow, explained, clock, clk, tl, inline)
     timeline_html = _timeline(tl, inline) if tl is not None else None
 
     verdict = results["verdict"] if results else "unchecked"
@@ -257,6 +239,34 @@ def render_report(run_dir: Path | str, output: Path | str | None = None, inline:
     )
     title = f"{verdict.upper()} · Kafka run {(record or EMPTY).run_id or run_dir.name}"
     return html.write_atomic(out / "report.html", html.page(title, body, plotly=inline))
+
+
+def _anomaly_sections(counts: dict[str, Any], examples: dict[str, Any], allow: list[str], explained: dict[str, Any],
+                      clock: Any, clk: Any, tl: Any, inline: bool) -> list[dict[str, Any]]:
+    """One section per anomaly found, in the registry's order: its definition, its examples (with UTC
+    beside run times), their explanations, and offset plots of the first partitions, at most
+    MAX_OFFSET_PLOTS over the whole page so that a run with many anomalies keeps its size."""
+    from analysis.report import charts
+    from analysis.report import explanations as report_explain
+
+    kinds = []
+    n_plots = 0
+    for name in ANOMALIES:
+        found = counts.get(name, 0) or 0
+        ex = examples.get(name) or []
+        kind = {"name": name, "count": found, "allowed": name in allow, "definition": meaning(name),
+                "rows": _example_rows(name, ex, clk), "plots": [], "shown": len(ex),
+                "explained": report_explain.render(name, explained.get(name) or [], clock)}
+        if found and ex and tl is not None:
+            pts = charts.anomaly_points(name, ex, explained.get(name))
+            for key in list(dict.fromkeys(pts["key"].tolist()))[:MAX_PARTITIONS_PER_KIND]:
+                if n_plots >= MAX_OFFSET_PLOTS:
+                    break
+                n_plots += 1
+                kind["plots"].append(_offsets(tl, key, {name: pts}, f"plot-offsets-{name}-{key}", inline))
+        if found:
+            kinds.append(kind)
+    return kinds
 
 
 def _timeline(tl: Any, inline: bool) -> Markup:
