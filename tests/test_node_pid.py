@@ -53,3 +53,21 @@ def test_an_empty_answer_is_asked_again(tmp_path):
     """ps exits 1 for no such process; exit 0 with no state came only from a strained exec (load 41)."""
     node = _node(tmp_path, [(0, ""), (0, "Sl\n")])
     assert node.pid() == 36 and node.container.calls == 2
+
+
+def test_a_start_whose_exec_answers_nothing_reads_the_pid_the_script_wrote(tmp_path):
+    # Today's soak at load ~15: docker exec of start.sh answered exit 0 with no output, and the
+    # kill nemesis's stop failed with "list index out of range", leaving the broker down.
+    assert _node(tmp_path, [(0, "")]).start_process() == 36
+    assert _node(tmp_path, [(0, "41\n")]).start_process() == 41
+
+
+def test_a_start_with_no_pid_anywhere_is_a_cluster_error_not_an_index_error(tmp_path):
+    import pytest
+
+    from harness.errors import HarnessError
+
+    node = _node(tmp_path, [(0, "")])
+    (tmp_path / "kafka.pid").write_text("")
+    with pytest.raises(HarnessError, match="gave no PID"):
+        node.start_process()
