@@ -137,6 +137,24 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 @click.option("--power-writeback-s", default=D["power_writeback_s"], type=float,
               help="Power loss's model: data dirty for this many seconds had reached the disk (default: the worst case, "
                    "everything not fsynced is lost).")
+@click.option("--client", default=D["client"], show_default=True, metavar="NAME",
+              help="The Kafka client beneath the workloads: librdkafka (confluent-kafka) or java (kafka-clients in a JVM child).")
+@click.option("--client-version", default=D["client_version"], metavar="VERSION",
+              help="kafka-clients version for --client java (default: the newest 4.x served); librdkafka's is the installed one.")
+@click.option("--group-protocol", default=D["group_protocol"], show_default=True, type=click.Choice(["classic", "consumer"]),
+              help="Consumer group protocol for --subscribe: consumer is KIP-848's (Kafka 4.0 and later).")
+@click.option("--controllers", default=D["controllers"], show_default=True, type=click.IntRange(0, 5),
+              help="Dedicated KRaft controller nodes beside the brokers (0: every broker is also a controller).")
+@click.option("--broker-config", multiple=True, metavar="K=V",
+              help="A broker setting (server.properties) on top of the harness's, e.g. min.insync.replicas=3; repeatable. "
+                   "A topic inherits min.insync.replicas, unclean.leader.election.enable and log.flush.interval.messages from it.")
+@click.option("--topic-config", multiple=True, metavar="K=V",
+              help="A setting of the workload topic on top of the profile's, e.g. min.insync.replicas=3, or replication.factor=2; repeatable.")
+@click.option("--producer-config", multiple=True, metavar="K=V",
+              help="A producer setting on top of the profile's, e.g. acks=1 (which turns the profile's idempotence off); repeatable.")
+@click.option("--consumer-config", multiple=True, metavar="K=V",
+              help="A consumer setting on top of the profile's, e.g. isolation.level=read_uncommitted; repeatable. "
+                   "Secrets (passwords, keys, JAAS) are never written down, in any of the four.")
 @click.option("--check/--no-check", default=True, show_default=True, help="Check the history (Spark) and write report.html at the end.")
 @click.option("--spark-master", default=None, metavar="URL", help="Spark master for the check (default: SPARK_REMOTE, else local[*]).")
 @click.option("--config", "config_file", default=None, type=click.Path(dir_okay=False, path_type=Path),
@@ -214,7 +232,8 @@ def resolve_run_settings(ctx: click.Context, flags: dict[str, Any], config_file:
     """Defaults < TOML file or replayed config.json < flags given on the command line."""
     from click.core import ParameterSource
 
-    from harness.run.settings import SCHEDULE_KEYS, read_replay, read_toml
+    from harness.kafka_settings.given import parse_pairs
+    from harness.run.settings import CONFIG_SCOPES, SCHEDULE_KEYS, read_replay, read_toml
 
     if config_file is not None and replay is not None:
         raise HarnessError("--config and --replay cannot be combined.", hint="use one of them, and flags to change single settings")
@@ -227,7 +246,10 @@ def resolve_run_settings(ctx: click.Context, flags: dict[str, Any], config_file:
         file_values = read_replay(replay)
     values = dict(flags)
     for key, value in file_values.items():
-        if ctx.get_parameter_source(key) != ParameterSource.COMMANDLINE:
+        if key in CONFIG_SCOPES and value:  # the file's settings, with the command line's on top, key by key
+            scope = CONFIG_SCOPES[key]
+            values[key] = {**parse_pairs(scope, value), **parse_pairs(scope, flags.get(key))}
+        elif ctx.get_parameter_source(key) != ParameterSource.COMMANDLINE:
             values[key] = value
     changed = [k for k in SCHEDULE_KEYS if k in file_values and values[k] != file_values[k]]
     if "schedule" in values and changed:
@@ -238,6 +260,10 @@ def resolve_run_settings(ctx: click.Context, flags: dict[str, Any], config_file:
 
 
 def _converter(ctx: click.Context, param: click.Parameter) -> Any:
+    from harness.run.settings import CONFIG_SCOPES
+
+    if param.name in CONFIG_SCOPES:  # a TOML table of settings ([producer-config] acks = "1"), checked later
+        return lambda value: value if isinstance(value, dict) else param.type_cast_value(ctx, value)
     return lambda value: param.type_cast_value(ctx, value)
 
 

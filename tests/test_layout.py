@@ -16,7 +16,7 @@ PACKAGES = ("harness", "workloads", "nemesis", "analysis")
 # The top floor of harness/: orchestration, CLI, pytest plugin, scenarios.
 TOP = ("harness.run", "harness.experiments", "harness.checker_commands", "harness.cli",
        "harness.pytest_chaos", "harness.chaos_matrix", "harness.store_commands", "harness.scenario_commands", "harness.scenarios", "harness.__main__")
-GROUND = ("harness.history", "harness.cluster", "harness.provision", "harness.errors")
+GROUND = ("harness.history", "harness.cluster", "harness.provision", "harness.kafka_settings", "harness.errors")
 
 
 def modules() -> list[tuple[str, Path]]:

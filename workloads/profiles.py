@@ -39,6 +39,16 @@ class Profile:
     # None is Kafka's default: never fsync, durability from replication alone.
     flush_messages: int | None = None
     extra_producer: dict[str, Any] = field(default_factory=dict)
+    # What a user's settings add (workloads/profile_settings.py): keys no field above names, as given.
+    extra_consumer: dict[str, Any] = field(default_factory=dict)
+    extra_topic: dict[str, str] = field(default_factory=dict)
+    # Topic keys left to the brokers' defaults, because --broker-config set them: the topic inherits.
+    inherited: tuple[str, ...] = ()
+    # Key -> where its value came from ("profile safe", "--producer-config", ...), for the verdict's
+    # "what the configuration permitted"; empty for a bare profile (every key is the profile's).
+    sources: dict[str, str] = field(default_factory=dict)
+    # The user's settings by scope as given, secrets REDACTED (harness/kafka_settings/given.py).
+    given: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def producer_config(self) -> dict[str, Any]:
         conf: dict[str, Any] = {
@@ -56,6 +66,7 @@ class Profile:
             "isolation.level": self.isolation_level,
             "enable.auto.commit": self.enable_auto_commit,
             "auto.offset.reset": self.auto_offset_reset,
+            **self.extra_consumer,
         }
 
     def topic_config(self) -> dict[str, str]:
@@ -65,7 +76,8 @@ class Profile:
         }
         if self.flush_messages is not None:
             config["flush.messages"] = str(self.flush_messages)
-        return config
+        config.update(self.extra_topic)
+        return {k: v for k, v in config.items() if k not in self.inherited}
 
     def for_brokers(self, brokers: int) -> "Profile":
         """This profile on a cluster of `brokers`: RF and min ISR cannot exceed the broker count."""
@@ -76,6 +88,8 @@ class Profile:
         """The profile as config.json spells it: one flat dict of Kafka's own keys, the spelling
         analysis/rules/permissions.py reads (config_format 2; older run directories spelled it three
         ways at once, which permissions still reads)."""
+        from harness.kafka_settings.given import REDACTED, is_secret
+
         d: dict[str, Any] = {"name": self.name, "description": self.description}
         d.update({k: v for k, v in self.producer_config().items() if k != "max.in.flight.requests.per.connection"})
         d["max.in.flight"] = self.max_in_flight
@@ -85,7 +99,12 @@ class Profile:
         d["unclean.leader.election.enable"] = self.unclean_leader_election
         if self.flush_messages is not None:
             d["flush.messages"] = self.flush_messages
-        return d
+        if self.given:
+            d.update({k: v for scope in ("topic", "consumer", "producer") for k, v in self.given.get(scope, {}).items()
+                      if k not in d and k not in ("max.in.flight.requests.per.connection",)})
+            d["given"] = self.given
+            d["sources"] = self.sources
+        return {k: REDACTED if is_secret(k) else v for k, v in d.items()}  # a credential never reaches config.json
 
 
 PROFILES: dict[str, Profile] = {

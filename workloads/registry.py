@@ -66,13 +66,15 @@ def names() -> tuple[str, ...]:
 
 
 def make(name: str, config: Any, profile: Any, recorder: Any, bootstrap: str, topic: str, run_id: str,
-         driver: str = drivers.DEFAULT) -> Workload:
+         driver: Any = None) -> Workload:
     """The workload `name` for a RunConfig-like `config` (partitions, producers, consumers, rate,
     seed, subscribe, and what the workload takes), writing into `recorder`, its clients driven by
-    the client driver `driver` (workloads/drivers/)."""
+    `driver` (a client driver of workloads/drivers/, or a driver's name; None: the default one)."""
     spec = WORKLOADS[name]
+    if driver is None or isinstance(driver, str):
+        driver = drivers.make(driver or drivers.DEFAULT)
     kwargs: dict[str, Any] = dict(partitions=config.partitions, producers=config.producers, consumers=config.consumers,
                                   rate=config.rate, seed=config.seed, subscribe=config.subscribe, group_id=f"{name}-{run_id}",
-                                  driver=drivers.make(driver))
+                                  driver=driver)
     kwargs.update({keyword: getattr(config, field) for field, keyword in spec.takes})
     return spec.load()(recorder, bootstrap, topic, profile, **kwargs)

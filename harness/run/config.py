@@ -17,6 +17,7 @@ from workloads.registry import names as workload_names
 
 WORKLOADS = workload_names()  # workloads/registry.py
 TOPIC = "queue"
+GROUP_PROTOCOLS = ("classic", "consumer")
 
 
 @dataclass
@@ -56,6 +57,17 @@ class RunConfig:
     # worst case, everything not fsynced is lost; N means data and names dirty for N s or more had
     # already reached the disk.
     power_writeback_s: float | None = None
+    # The Kafka client library beneath the workloads (workloads/drivers/) and its version (None: the
+    # driver's default; librdkafka's is the installed confluent-kafka's).
+    client: str = "librdkafka"
+    client_version: str | None = None
+    # KIP-848: `consumer` is the new group protocol, for subscribing consumers (Kafka 4.0 and later).
+    group_protocol: str = "classic"
+    # Dedicated KRaft controller nodes beside the brokers (0: each broker is also a controller).
+    controllers: int = 0
+    # A user's Kafka settings by scope (broker, topic, producer, consumer) -> key -> value as given,
+    # on top of the profile (workloads/profile_settings.py; checked by harness/kafka_settings).
+    settings: dict[str, dict[str, str]] = field(default_factory=dict)
     schedule: list[dict[str, Any]] | None = None  # a recorded schedule to replay (run --replay)
     replay_of: str | None = None  # the config.json replayed
     command_line: list[str] = field(default_factory=lambda: list(sys.argv))
@@ -85,3 +97,16 @@ class RunConfig:
                                    hint="use --workload queue, or leave --crash-clients out")
         if not 0 <= self.abort_probability <= 1:
             raise HarnessError(f"abort probability {self.abort_probability}: it must lie between 0 and 1.")
+        from workloads import drivers
+
+        if self.client not in drivers.names():
+            raise HarnessError(f"unknown client {self.client!r}.", hint=f"use --client {' or --client '.join(drivers.names())}")
+        if self.group_protocol not in GROUP_PROTOCOLS:
+            raise HarnessError(f"unknown group protocol {self.group_protocol!r}.",
+                               hint="use --group-protocol classic, or consumer (KIP-848, Kafka 4.0 and later)")
+        if self.group_protocol == "consumer" and not self.subscribe:
+            raise HarnessError("--group-protocol consumer applies to consumers that join a group, and this run's assign.",
+                               hint="add --subscribe, or leave --group-protocol out")
+        if not 0 <= self.controllers <= 5:
+            raise HarnessError(f"controllers={self.controllers}: use 0 (every broker is also a controller) or 1 to 5.",
+                               hint="e.g. --controllers 3, the layout of a production KRaft cluster")

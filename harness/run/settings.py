@@ -26,7 +26,11 @@ FIELDS = {"time_limit": "time_limit_s", "drain_timeout": "drain_timeout_s", "nem
 # package (nemesis/registry.py) and added by `defaults()` and `list_keys()`.
 _SETTINGS = ("store", "workload", "profile", "brokers", "kafka_version", "time_limit", "rate", "seed", "partitions",
              "producers", "consumers", "subscribe", "abort_probability", "drain_timeout", "nemesis", "nemesis_interval",
-             "allow_worker_errors", "compare_replicas", "crash_clients", "power_writeback_s")
+             "allow_worker_errors", "compare_replicas", "crash_clients", "power_writeback_s", "client", "client_version",
+             "group_protocol", "controllers")
+# The user's Kafka settings: --broker-config K=V ... (repeatable), or a TOML table of the same name.
+CONFIG_SCOPES = {"broker_config": "broker", "topic_config": "topic", "producer_config": "producer",
+                 "consumer_config": "consumer"}
 _FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig) if f.default is not dataclasses.MISSING}
 DEFAULTS: dict[str, Any] = {k: _FIELD_DEFAULTS[FIELDS.get(k, k)] for k in _SETTINGS if FIELDS.get(k, k) in _FIELD_DEFAULTS}
 DEFAULTS["store"] = "store"
@@ -38,7 +42,7 @@ def defaults() -> dict[str, Any]:
     """Every setting's default: the run's (DEFAULTS) and every registered package's."""
     from nemesis import registry
 
-    return {**DEFAULTS, **registry.defaults()}
+    return {**DEFAULTS, **{key: () for key in CONFIG_SCOPES}, **registry.defaults()}
 
 
 def list_keys() -> tuple[str, ...]:
@@ -106,6 +110,14 @@ def read_replay(path: Path) -> dict[str, Any]:
                 "compare_replicas": record.compare_replicas, "crash_clients": record.crash_clients_s,
                 "power_writeback_s": record.power_writeback_s}
     values.update({key: value for key, value in recorded.items() if value is not None})
+    from harness.kafka_settings.given import replayed
+
+    client = record.raw.get("client") if isinstance(record.raw.get("client"), dict) else {}
+    values.update({k: v for k, v in (("client", client.get("name")), ("client_version", client.get("version")),
+                                     ("group_protocol", record.raw.get("group_protocol")),
+                                     ("controllers", record.raw.get("controllers"))) if v is not None})
+    settings = replayed(record.raw.get("settings") if isinstance(record.raw.get("settings"), dict) else None)
+    values.update({key: settings[scope] for key, scope in CONFIG_SCOPES.items() if scope in settings})
     values["replay_of"] = str(path.resolve())
     values["nemesis"] = ",".join(record.packages) or "none"
     if record.replay_schedule:
@@ -158,9 +170,20 @@ def run_config(values: dict[str, Any], command_line: list[str] | None = None) ->
         allow_worker_errors=bool(v["allow_worker_errors"]), compare_replicas=bool(v["compare_replicas"]),
         crash_clients_s=None if v.get("crash_clients") is None else float(v["crash_clients"]),
         power_writeback_s=None if v.get("power_writeback_s") is None else float(v["power_writeback_s"]),
+        client=str(v["client"]), client_version=v.get("client_version"), group_protocol=str(v["group_protocol"]),
+        controllers=int(v["controllers"]), settings=given_settings(v),
         schedule=v.get("schedule"), replay_of=v.get("replay_of"),
         command_line=command_line if command_line is not None else ["python", "-m", "harness", *sys.argv[1:]],
     )
+
+
+def given_settings(values: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The four --*-config settings (a tuple of K=V from flags, a table from TOML or a replayed
+    config.json) as scope -> key -> value; bad input raises HarnessError (exit 2)."""
+    from harness.kafka_settings.given import parse_pairs
+
+    parsed = {scope: parse_pairs(scope, values.get(key)) for key, scope in CONFIG_SCOPES.items()}
+    return {scope: pairs for scope, pairs in parsed.items() if pairs}
 
 
 def make_faults(config: RunConfig) -> Any:

@@ -27,6 +27,7 @@ from harness.cluster import KafkaCluster
 from harness.cluster.watch import ClusterWatch
 from harness.errors import ClusterError
 from harness.history import Recorder
+from harness.kafka_settings.given import redact_argv, redacted
 from harness.provision.settings import kafka_version as resolve_kafka_version
 from harness.run.config import TOPIC, WORKLOADS, RunConfig
 from harness.run.directory import RunDirectory, prepare_store
@@ -75,11 +76,23 @@ class RunResult:
 ProgressFn = Callable[[str, Recorder | None], None]
 
 
-def make_workload(config: RunConfig, profile: Any, recorder: Recorder, bootstrap: str, run_id: str) -> Any:
-    """The configured workload (workloads/registry.py), recording into `recorder`."""
+def make_workload(config: RunConfig, profile: Any, recorder: Recorder, bootstrap: str, run_id: str,
+                  driver: Any = None) -> Any:
+    """The configured workload (workloads/registry.py), recording into `recorder`, its clients on
+    `driver` (None: a new driver of the configured client)."""
     from workloads import registry
 
-    return registry.make(config.workload, config, profile, recorder, bootstrap, TOPIC, run_id)
+    return registry.make(config.workload, config, profile, recorder, bootstrap, TOPIC, run_id, driver=driver)
+
+
+def make_driver(config: RunConfig) -> Any:
+    """The configured client driver (workloads/drivers/), owned by the run: closed when it ends."""
+    import contextlib
+
+    from workloads import drivers
+
+    driver = drivers.make(config.client, config.client_version) if config.client_version else drivers.make(config.client)
+    return contextlib.closing(driver) if hasattr(driver, "close") else contextlib.nullcontext(driver)
 
 
 # How long the heal waits for full ISRs, and the drain for high watermarks, once no broker answers.
@@ -177,12 +190,14 @@ class RunSteps:
     @classmethod
     def prepare(cls, config: RunConfig, faults: FaultPhase | None, progress: ProgressFn | None) -> "RunSteps":
         """Refuse bad input and resolve the profile and the Kafka version, before anything is created."""
+        from harness.run.profile import effective_profile
         from workloads.profiles import get_profile, refuse_unsupported
 
         config.check()
         profile = get_profile(config.profile).for_brokers(config.brokers)  # resolved once, here
         version = resolve_kafka_version(config.kafka_version)
         refuse_unsupported(profile, config.workload, version)  # e.g. safe (idempotence) on 0.10.2.2: exit 2 now
+        profile = effective_profile(config, profile, version)  # the user's settings on top, checked: exit 2 now
         return cls(config, faults, progress or (lambda phase, rec: None), profile, version)
 
     def initial_record(self) -> dict[str, Any]:
@@ -199,7 +214,9 @@ class RunSteps:
             "power_writeback_s": config.power_writeback_s, "topic": TOPIC,
             "nemesis": list(faults.packages) if faults is not None else [],
             "nemesis_config": faults.describe() if faults is not None else None,
-            "replay_of": config.replay_of, "command_line": shlex.join(config.command_line), "drain": None,
+            "replay_of": config.replay_of, "command_line": shlex.join(redact_argv(config.command_line)), "drain": None,
+            "client": {"name": config.client, "version": config.client_version}, "group_protocol": config.group_protocol,
+            "controllers": config.controllers, "settings": redacted(config.settings),
         }
 
     def start_cluster(self, rd: RunDirectory) -> None:
@@ -210,12 +227,16 @@ class RunSteps:
         self.notify("starting cluster", self.recorder)
         began = time.monotonic()
         self.cluster = rd.own(KafkaCluster(brokers=config.brokers, kafka_version=self.version, run_id=rd.run_id, work_dir=rd.path,
+                                           broker_config=config.settings.get("broker"), controllers=config.controllers,
                                            lossy_data=faults is not None and "lossy_data" in faults.requires,
                                            lossy_writeback_s=config.power_writeback_s))  # nemesis/registry.py: requires
         self.seconds["cluster_ready"] = time.monotonic() - began
         rd.write("cluster.json", self.cluster.describe())
         self.watch = rd.own(ClusterWatch(self.cluster, unreachable_after_s=unreachable_bound(faults)))  # exits before the cluster
-        self.workload = make_workload(config, profile, self.recorder, self.cluster.bootstrap_servers(), rd.run_id)
+        driver = rd.own(make_driver(config))
+        self.record["client"]["versions"] = driver.versions()
+        rd.update(client=self.record["client"])
+        self.workload = make_workload(config, profile, self.recorder, self.cluster.bootstrap_servers(), rd.run_id, driver)
         for topic in self.workload.topics:  # e.g. eos's output topic, made like the workload topic
             self.cluster.create_topic(topic, partitions=config.partitions, replication_factor=profile.replication_factor,
                                       config=profile.topic_config())
