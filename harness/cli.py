@@ -320,7 +320,7 @@ def _register_commands() -> None:
     """scenario, status (the local checker), and the analysis commands (check, report, dashboard, trends) as they are."""
     from analysis.cli import main as analysis_main
     from harness.checker_commands import status
-    from harness.experiments.commands import controls, detect
+    from harness.experiments.commands import compare_clients_command, controls, detect
     from harness.scenario_commands import scenario
     from harness.store_commands import prune
 
@@ -329,6 +329,7 @@ def _register_commands() -> None:
     cli.add_command(scenario)
     cli.add_command(controls)
     cli.add_command(detect)
+    cli.add_command(compare_clients_command)
     for name in ("check", "report", "dashboard", "trends"):
         cli.add_command(analysis_main.commands[name])
 

@@ -188,3 +188,76 @@ def _plans(versions: list[str], nemesis: str, compare: bool, crash: float | None
         packages = _packages(nemesis, "detection runs")  # bad package names: exit 2 before anything starts
         return [(versions, Recipe("+".join(packages), compare_replicas=compare, crash_clients_s=crash))]
     return [([v], recipe_for(v)) for v in versions]
+
+
+@click.command(name="compare-clients")
+@click.option("--clients", default="librdkafka,java", show_default=True, help="Comma-separated client drivers, in run order.")
+@click.option("--kafka-version", default=None, help="Kafka release (default: the pinned 4.x).")
+@click.option("--profile", default="safe", show_default=True)
+@click.option("--seeds", default="10", show_default=True, metavar="N|A,B|A..B", help="A count (10 = seeds 1..10), a list or a range.")
+@click.option("--time-limit", default=60.0, show_default=True, type=float, help="Seconds of workload per run.")
+@click.option("--nemesis", default="kill,partition,pause", show_default=True, help="Fault packages of every run.")
+@click.option("--nemesis-interval", default=10.0, show_default=True, type=float)
+@click.option("--rate", default=1000.0, show_default=True, type=float)
+@click.option("--store", default="store/clients", show_default=True, type=click.Path(file_okay=False))
+@click.option("--markdown", "markdown_out", default=None, type=click.Path(dir_okay=False), help="Also write the tables here.")
+def compare_clients_command(clients: str, kafka_version: str | None, profile: str, seeds: str, time_limit: float,
+                            nemesis: str, nemesis_interval: float, rate: float, store: str, markdown_out: str | None) -> None:
+    """The same seeds and the same fault schedule with each client (issue 35): the first client's run
+    draws the schedule from the seed, the others replay what it executed. Prints each run as it ends,
+    then a table per client: sends/s, lost, duplicated, reordered, diverged, info share, verdicts.
+    Exit 0 once every run has a verdict (findings are measurements), 2 on bad input."""
+    from harness.experiments.clients import compare_clients, table
+    from harness.provision.settings import kafka_version as resolve
+    from harness.run.directory import prepare_store
+    from harness.run.settings import parse_seeds, split_list
+    from workloads import drivers
+
+    names = list(split_list(clients))
+    unknown = [c for c in names if c not in drivers.names()]
+    if unknown or not names:
+        raise click.BadParameter(f"unknown client(s) {unknown or 'none given'}; use {', '.join(drivers.names())}", param_hint="--clients")
+    try:
+        seed_list = list(parse_seeds(seeds))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--seeds") from None
+    packages = _packages(nemesis, "client comparisons")
+    version = resolve(kafka_version)
+    settings = {"kafka_version": version, "profile": profile, "time_limit_s": time_limit, "interval_s": nemesis_interval,
+                "rate": rate, "nemesis": list(packages)}
+    target = prepare_store(Path(store))
+    finisher = None
+
+    def execute(client: str, seed: int, schedule: list | None) -> tuple[Path, dict]:
+        nonlocal finisher
+        from harness.run.finish import Finisher
+        from harness.run.steps import RunConfig, run
+        from nemesis.runner import FaultRunner, build_nemeses
+        from nemesis.schedule import recorded_schedule
+
+        finisher = finisher or Finisher()
+        config = RunConfig(store=target / client, profile=profile, kafka_version=version, time_limit_s=time_limit, rate=rate,
+                           seed=seed, client=client, nemesis=",".join(packages), nemesis_interval_s=nemesis_interval,
+                           schedule=schedule, command_line=["python", "-m", "harness", "compare-clients", "--clients", client,
+                                                            "--seeds", str(seed), "--kafka-version", version])
+        faults = FaultRunner(build_nemeses(list(packages)), time_limit, interval_s=nemesis_interval, seed=seed, topic="queue",
+                             schedule=recorded_schedule(schedule) if schedule else None)
+        result = run(config, faults=faults)
+        return result.run_dir, finisher.check_and_report(result.run_dir).results
+
+    total = len(names) * len(seed_list)
+    console.print(f"{total} run(s): clients {', '.join(names)} × seeds {seed_list[0]}..{seed_list[-1]} on Kafka {version}, "
+                  f"{profile}, {time_limit:g} s of {'+'.join(packages)} each; ledger {target / 'clients.jsonl'}")
+    seen = [0]
+
+    def progress(r, recorded: bool) -> None:  # type: ignore[no-untyped-def]
+        seen[0] += 1
+        what = "FAILED: " + r.failed if r.failed else (f"{r.verdict}, {r.sends_per_s:.0f} sends/s, lost {r.lost}, "
+                                                       f"duplicated {r.duplicated}, info {r.info_share:.1%}")
+        console.print(f"[{seen[0]}/{total}] {r.client} seed {r.seed}: {what}{' (recorded earlier)' if recorded else ''}"
+                      f"{' (replayed schedule)' if r.replayed_from else ''}", highlight=False)
+
+    text = table(compare_clients(target, names, seed_list, settings, execute, progress))
+    click.echo(text)
+    if markdown_out:
+        Path(markdown_out).write_text(text + "\n")
