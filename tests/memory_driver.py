@@ -197,3 +197,6 @@ class MemoryDriver:
 
     def versions(self) -> dict[str, str]:
         return {"memory": "0"}
+
+    def close(self) -> None:
+        pass

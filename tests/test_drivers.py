@@ -21,6 +21,7 @@ from harness.run.config import RunConfig
 from tests.memory_driver import MemoryConsumer, MemoryDriver, MemoryProducer
 from workloads import drivers, registry
 from workloads.drivers import base
+from workloads.drivers.java import JavaConsumer, JavaDriver, JavaProducer
 from workloads.drivers.librdkafka import LibrdkafkaConsumer, LibrdkafkaDriver, LibrdkafkaProducer, client_error
 from workloads.outcomes import error_text
 from workloads.profiles import get_profile
@@ -34,9 +35,9 @@ def protocol_methods(protocol: type) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("protocol, implementations", [
-    (base.Driver, [LibrdkafkaDriver, MemoryDriver]),
-    (base.ProducerDriver, [LibrdkafkaProducer, MemoryProducer]),
-    (base.ConsumerDriver, [LibrdkafkaConsumer, MemoryConsumer]),
+    (base.Driver, [LibrdkafkaDriver, MemoryDriver, JavaDriver]),
+    (base.ProducerDriver, [LibrdkafkaProducer, MemoryProducer, JavaProducer]),
+    (base.ConsumerDriver, [LibrdkafkaConsumer, MemoryConsumer, JavaConsumer]),
 ])
 def test_each_driver_implements_every_method_of_the_protocol_with_its_parameters(protocol, implementations):
     wanted = protocol_methods(protocol)
@@ -47,7 +48,7 @@ def test_each_driver_implements_every_method_of_the_protocol_with_its_parameters
 
 
 def test_the_registry_names_librdkafka_as_the_default_and_refuses_an_unknown_driver():
-    assert drivers.names() == ("librdkafka",) and drivers.DEFAULT == "librdkafka"
+    assert drivers.names() == ("librdkafka", "java") and drivers.DEFAULT == "librdkafka"
     assert isinstance(drivers.make(), LibrdkafkaDriver)
     assert set(drivers.make().versions()) == {"confluent-kafka", "librdkafka"}
     with pytest.raises(HarnessError, match="unknown client driver 'jvm'") as refused:

@@ -47,8 +47,12 @@ class DrainResult:
 # lists no leader (_UNKNOWN_PARTITION: "Local: Unknown partition", seen on 0.10.2.2 after 120 s of
 # kills and partitions, issue 21) or the broker asked says it leads nothing. Retried like the
 # retriable errors, since an election may still be under way; still failing at the deadline, the
-# partition is offline. Another driver's client adds its own names.
-LEADERLESS = frozenset({"_UNKNOWN_PARTITION", "LEADER_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION", "OFFSET_NOT_AVAILABLE"})
+# partition is offline. Another driver's client adds its own names: the Java client says
+# NOT_LEADER_OR_FOLLOWER (Kafka's name since 2.6 for NOT_LEADER_FOR_PARTITION), and without a
+# leader its endOffsets retries on its own until its timeout, then raises TimeoutException, which is
+# retriable and so retried here like the rest.
+LEADERLESS = frozenset({"_UNKNOWN_PARTITION", "LEADER_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION", "OFFSET_NOT_AVAILABLE",
+                        "NOT_LEADER_OR_FOLLOWER"})
 
 
 def probe_high_watermarks(bootstrap: str, topic: str, partitions: Iterable[int], group_id: str,

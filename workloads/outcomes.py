@@ -27,6 +27,18 @@ queue), and fatal idempotence errors (_FATAL, OUT_OF_ORDER_SEQUENCE_NUMBER,
 UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH, _GAPLESS_GUARANTEE): the producer
 stops, but what it sent before may be in the log.
 
+The Java client (workloads/drivers/java.py) names a broker error as Kafka's protocol does
+(`Errors.forException`: NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, MESSAGE_TOO_LARGE) and any
+other exception by its class (TimeoutException for an expired delivery, KafkaException,
+IllegalStateException). Its only definite send failures are the same static properties:
+MESSAGE_TOO_LARGE (RecordTooLargeException, raised locally for max.request.size or by the broker),
+RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_REQUIRED_ACKS and the two authorization failures.
+Everything else is `info`, notably what KafkaProducer.send() threw itself: it may throw after the
+record was appended (it adds the partition to the transaction after the append), so a synchronous
+exception does not prove the record unwritten; TimeoutException (expired in the accumulator or in
+flight); KafkaException "Producer is closed forcefully" (the driver's purge); and JvmExited (the
+JVM died with the send unresolved). docs/history.md has the whole table.
+
 A poll that raised returned nothing and changes nothing a checker reads, so
 it is `fail`. A transaction is `ok` when commit_transaction() returned, `fail`
 when abort_transaction() returned (an abort that succeeded aborts the whole
@@ -37,8 +49,8 @@ from __future__ import annotations
 
 from workloads.drivers.base import ClientError, ClientException
 
-# By the client's own name of the error (ClientError.name): librdkafka's names. Another driver's
-# client lists its own names here (issue 35: the Java client's exceptions).
+# By the client's own name of the error (ClientError.name): librdkafka's names, and the Java
+# client's where they differ (a name shared by both means the same broker error in each).
 DEFINITE_SEND_FAILURES = frozenset({
     "MSG_SIZE_TOO_LARGE",
     "RECORD_LIST_TOO_LARGE",
@@ -48,6 +60,7 @@ DEFINITE_SEND_FAILURES = frozenset({
     "CLUSTER_AUTHORIZATION_FAILED",
     "_INVALID_ARG",
     "_MSG_SIZE_TOO_LARGE",  # librdkafka's local twin of MSG_SIZE_TOO_LARGE, where a version has it
+    "MESSAGE_TOO_LARGE",  # Java: RecordTooLargeException (Kafka's name for what librdkafka calls MSG_SIZE_TOO_LARGE)
 })
 
 

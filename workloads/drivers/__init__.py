@@ -1,22 +1,29 @@
 """Client drivers: the Kafka client libraries the workloads can drive, by name.
 
-The protocol is in base.py; `librdkafka` (confluent-kafka) is the first driver and the default.
-Another client (issue 35's Java client) is one more entry here and one module implementing
-base.Driver; the workloads and their history stay as they are. A driver's module loads when it
-is made, not when this one is imported, so naming the drivers costs no client import.
+The protocol is in base.py; `librdkafka` (confluent-kafka) is the first driver and the default,
+`java` (the Apache Kafka Java client in a JVM child, workloads/drivers/java.py) the second. The
+workloads and their history are the same on each. A driver's module loads when it is made, not
+when this one is imported, so naming the drivers costs no client import.
+
+A client version (`make(name, version)`) goes to the driver: the Java driver builds that
+kafka-clients version (harness/provision/java_client.py); librdkafka is the one confluent-kafka
+installed in .venv, so it accepts its own version or none and refuses any other (it cannot load a
+second librdkafka beside the first).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 
 from harness.errors import HarnessError
 from workloads.drivers.base import Driver
 
 DEFAULT = "librdkafka"
 
-DRIVERS: dict[str, str] = {  # name -> "module:Class", the class made with no arguments
+DRIVERS: dict[str, str] = {  # name -> "module:Class", made with no arguments, or with version= when one is given
     "librdkafka": "workloads.drivers.librdkafka:LibrdkafkaDriver",
+    "java": "workloads.drivers.java:JavaDriver",
 }
 
 
@@ -24,11 +31,24 @@ def names() -> tuple[str, ...]:
     return tuple(DRIVERS)
 
 
-def make(name: str = DEFAULT) -> Driver:
-    """A new driver of the client `name`."""
+def make(name: str = DEFAULT, version: str | None = None) -> Driver:
+    """A new driver of the client `name`, of client version `version` (None: the driver's default).
+    Raises HarnessError for an unknown name, or a version the driver cannot give. Call its close()
+    when done (the Java driver's JVM ends then)."""
     try:
         home = DRIVERS[name]
     except KeyError:
         raise HarnessError(f"unknown client driver {name!r}.", hint=f"use one of: {', '.join(DRIVERS)}") from None
     module, cls = home.split(":")
-    return getattr(importlib.import_module(module), cls)()
+    factory = getattr(importlib.import_module(module), cls)
+    if version is None:
+        return factory()
+    if "version" in inspect.signature(factory).parameters:
+        return factory(version=version)
+    driver = factory()  # a client of one installed version: that one, or a clear no
+    installed = driver.versions()
+    if version not in installed.values():
+        raise HarnessError(f"client version {version!r} is not available for the {name} driver: it runs "
+                           + ", ".join(f"{k} {v}" for k, v in installed.items()) + ".",
+                           hint=f"leave the client version out, or give one of: {', '.join(sorted(set(installed.values())))}")
+    return driver

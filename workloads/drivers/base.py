@@ -151,3 +151,8 @@ class Driver(Protocol):
 
     def versions(self) -> dict[str, str]:
         """The client's name -> version, for the run's record (cluster.json names them)."""
+
+    def close(self) -> None:
+        """Release what the driver holds beyond its clients, after they closed: the Java driver's
+        JVM ends (a client still open loses its unresolved outcomes: unknown). A no-op for
+        librdkafka, whose clients are all there is."""

@@ -241,3 +241,6 @@ class LibrdkafkaDriver:
 
     def versions(self) -> dict[str, str]:
         return {"confluent-kafka": version("confluent-kafka"), "librdkafka": libversion()[0]}
+
+    def close(self) -> None:
+        pass  # nothing beyond its clients, which close themselves

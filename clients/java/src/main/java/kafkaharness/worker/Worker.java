@@ -1,0 +1,152 @@
+package kafkaharness.worker;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.Iterator;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * The Java client worker: one JVM per Python driver object (workloads/drivers/java.py), hosting
+ * many producers and consumers by handle, because a JVM's start-up (~0.5 s) is too dear to pay
+ * per client when the workloads replace clients under faults.
+ *
+ * <p>Protocol, JSON lines: one request per line on stdin, one reply per line on stdout. A call
+ * carries an {@code id} and gets exactly one reply with that id ({@code ok} fields or {@code err});
+ * a send carries a sequence number {@code s} instead and its delivery outcome is a reply line
+ * {@code {"h":H,"s":S,"o":offset}} or {@code {"h":H,"s":S,"err":{...}}} whenever the client knows it.
+ * Events without a request: {@code {"ev":"pid","h":H,"pid":..,"epoch":..}}.
+ *
+ * <p>Each client has its own single-thread executor (a KafkaConsumer is not thread-safe, and one
+ * client's blocking call must not stall another's), so the requests of one client run in order.
+ *
+ * <p>The JVM halts as soon as stdin closes: Python closed the driver, or died (SIGKILL), and
+ * nobody is left to read an outcome. The JVM never writes the history; Python does, on one clock.
+ */
+public final class Worker {
+    static final ObjectMapper JSON = new ObjectMapper();
+
+    final Out out = new Out();
+    private final Map<Integer, Handle> handles = new ConcurrentHashMap<>();
+    private final AtomicInteger nextHandle = new AtomicInteger(1);
+
+    public static void main(String[] args) throws Exception {
+        if (args.length > 0 && args[0].equals("--bare")) {
+            Bare.main(args);
+            return;
+        }
+        // stdout is the protocol: anything a library prints goes to stderr instead.
+        System.setOut(System.err);
+        new Worker().serve();
+    }
+
+    private void serve() throws Exception {
+        out.start();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8), 1 << 16);
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.isEmpty()) {
+                continue;
+            }
+            JsonNode req;
+            try {
+                req = JSON.readTree(line);
+            } catch (Exception e) {
+                System.err.println("worker: unreadable request line: " + line);
+                continue;
+            }
+            dispatch(req);
+        }
+        // stdin closed: end now, whatever the clients hold (halt skips shutdown hooks and
+        // non-daemon client threads that could keep the JVM alive for minutes).
+        Runtime.getRuntime().halt(0);
+    }
+
+    private void dispatch(JsonNode req) {
+        String op = req.path("op").asText();
+        long id = req.path("id").asLong(-1);
+        switch (op) {
+            case "hello":
+                out.line("{\"id\":" + id + ",\"kafka_clients\":" + JSON.valueToTree(clientVersion())
+                        + ",\"java\":" + JSON.valueToTree(System.getProperty("java.version")) + "}");
+                return;
+            case "producer":
+            case "consumer": {
+                int h = nextHandle.getAndIncrement();
+                Properties props = properties(req.path("config"));
+                Handle handle = op.equals("producer")
+                        ? new ProducerHandle(this, h, props, req.path("pid").asBoolean(false))
+                        : new ConsumerHandle(this, h, props, req.path("eof").asBoolean(true));
+                handles.put(h, handle);
+                handle.submit(id, () -> {
+                    try {
+                        handle.open();
+                    } catch (RuntimeException e) {
+                        handles.remove(h);
+                        handle.shutdown();
+                        throw e;
+                    }
+                    return "\"h\":" + h;
+                });
+                return;
+            }
+            default:
+                Handle handle = handles.get(req.path("h").asInt(-1));
+                if (handle == null) {
+                    fail(id, new IllegalStateException("no open client with handle " + req.path("h")), null);
+                    return;
+                }
+                handle.request(op, id, req);
+        }
+    }
+
+    Handle handle(int h) {
+        return handles.get(h);
+    }
+
+    void closed(Handle handle) {
+        handles.remove(handle.h);
+    }
+
+    /** A call's successful reply; `fields` are JSON members ("" for none). */
+    void ok(long id, String fields) {
+        out.line(fields == null || fields.isEmpty() ? "{\"id\":" + id + "}" : "{\"id\":" + id + "," + fields + "}");
+    }
+
+    void fail(long id, Throwable e, Handle handle) {
+        out.line("{\"id\":" + id + ",\"err\":" + Failure.json(e, handle) + "}");
+    }
+
+    /** kafka-clients' own version, from the resource every release ships (AppInfoParser moved
+     *  package in 4.4, so the class is not a stable way to ask). */
+    static String clientVersion() {
+        try (java.io.InputStream in = Worker.class.getResourceAsStream("/kafka/kafka-version.properties")) {
+            Properties p = new Properties();
+            if (in != null) {
+                p.load(in);
+            }
+            return p.getProperty("version", "unknown");
+        } catch (java.io.IOException e) {
+            return "unknown";
+        }
+    }
+
+    /** Kafka's client settings as given by Python: strings, numbers and booleans as their text. */
+    static Properties properties(JsonNode config) {
+        Properties props = new Properties();
+        Iterator<Map.Entry<String, JsonNode>> fields = config.fields();
+        while (fields.hasNext()) {
+            Map.Entry<String, JsonNode> f = fields.next();
+            JsonNode v = f.getValue();
+            if (!v.isNull()) {
+                props.put(f.getKey(), v.isValueNode() ? v.asText() : v.toString());
+            }
+        }
+        return props;
+    }
+}

@@ -1,0 +1,157 @@
+"""The Java client worker (clients/java/) for one kafka-clients version, built with Maven.
+
+Each version lives in `<cache>/java-client/<version>/`: `worker.jar` (the worker's own classes),
+`libs/` (kafka-clients and the rest of its runtime classpath, copied from Maven Central) and a
+`manifest.json`, written last, that marks the folder complete. The manifest keeps a hash of
+clients/java's sources, so an edited worker is built again instead of a stale one being run.
+Built on first use under a file lock (two runs wanting the same version wait for each other).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import BootstrapError, HarnessError
+from harness.provision.settings import cache_dir
+
+log = logging.getLogger(__name__)
+
+# The newest kafka-clients 4.x on Maven Central when this was pinned (4.0.0 ... 4.3.1 resolve too).
+# Override: the driver's `version`, or KAFKA_HARNESS_JAVA_CLIENT_VERSION.
+DEFAULT_VERSION = "4.4.0"
+VERSION_ENV = "KAFKA_HARNESS_JAVA_CLIENT_VERSION"
+KNOWN_VERSIONS = ("4.0.0", "4.0.1", "4.0.2", "4.1.0", "4.1.1", "4.1.2", "4.2.0", "4.2.1", "4.3.0", "4.3.1", "4.4.0")
+SOURCES = Path(__file__).resolve().parents[2] / "clients" / "java"
+MAIN_CLASS = "kafkaharness.worker.Worker"
+VERSION_PATTERN = re.compile(r"^\d+\.\d+\.\d+(\.\d+)?$")
+# The worker calls Java APIs of kafka-clients 3.0 and later (Consumer.currentLag).
+MINIMUM = (3, 0)
+
+
+@dataclass(frozen=True)
+class JavaClient:
+    """A built worker: how to start it."""
+
+    version: str  # kafka-clients
+    root: Path
+
+    @property
+    def classpath(self) -> str:
+        return os.pathsep.join([str(self.root / "worker.jar"), str(self.root / "libs" / "*")])
+
+    def command(self, *jvm_options: str) -> list[str]:
+        """The `java` command line that starts the worker (its main class; `--bare` after it runs the bench loop)."""
+        return [java_binary(), *jvm_options, "-cp", self.classpath, MAIN_CLASS]
+
+
+def client_version(requested: str | None = None) -> str:
+    """The kafka-clients version: explicit argument, then environment, then default."""
+    return requested or os.environ.get(VERSION_ENV) or DEFAULT_VERSION
+
+
+def java_binary() -> str:
+    found = shutil.which("java")
+    if found is None:
+        raise BootstrapError("no `java` on PATH: the Java client worker needs a Java 11+ runtime.",
+                             hint="install one (Debian: apt-get install -y openjdk-17-jdk-headless maven)")
+    return found
+
+
+def sources_hash() -> str:
+    """sha256 over clients/java's pom.xml and sources: a build older than the sources is rebuilt."""
+    digest = hashlib.sha256()
+    for path in sorted([SOURCES / "pom.xml", *(SOURCES / "src").rglob("*.java")]):
+        digest.update(str(path.relative_to(SOURCES)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def client_dir(version: str) -> Path:
+    return cache_dir() / "java-client" / version
+
+
+def check_version(version: str) -> None:
+    hint = f"versions that resolve from Maven Central include: {', '.join(KNOWN_VERSIONS)}"
+    if not VERSION_PATTERN.match(version):
+        raise HarnessError(f"'{version}' is not a kafka-clients version.", hint=hint)
+    if tuple(int(x) for x in version.split(".")[:2]) < MINIMUM:
+        raise HarnessError(f"kafka-clients {version} is older than the Java worker supports "
+                           f"({'.'.join(map(str, MINIMUM))} and later: it reads Consumer.currentLag).", hint=hint)
+
+
+def load_cached(version: str) -> JavaClient | None:
+    root = client_dir(version)
+    try:
+        manifest = json.loads((root / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if manifest.get("sources") != sources_hash() or manifest.get("kafka_clients") != version:
+        return None
+    return JavaClient(version, root)
+
+
+def ensure_java_client(version: str | None = None) -> JavaClient:
+    """Idempotent: the worker for kafka-clients `version` (default DEFAULT_VERSION), built on first use."""
+    version = client_version(version)
+    check_version(version)
+    cached = load_cached(version)
+    if cached:
+        return cached
+    root = client_dir(version)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f".{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cached = load_cached(version)
+        if cached:
+            return cached
+        return build_into(version, root)
+
+
+def build_into(version: str, root: Path) -> JavaClient:
+    scratch = Path(tempfile.mkdtemp(prefix=f"build-{version}-", dir=root.parent))
+    try:
+        project = scratch / "project"  # a copy: the build's target/ never lands in the repository
+        shutil.copytree(SOURCES, project, ignore=shutil.ignore_patterns("target"))
+        source_hash = sources_hash()
+        log.info("building the Java client worker for kafka-clients %s with Maven", version)
+        run_maven(["package", "dependency:copy-dependencies", f"-Dkafka.clients.version={version}",
+                   f"-DoutputDirectory={scratch / 'out' / 'libs'}", "-DincludeScope=runtime"], project, version)
+        out = scratch / "out"
+        shutil.copy2(project / "target" / "worker.jar", out / "worker.jar")
+        jars = sorted(p.name for p in (out / "libs").glob("*.jar"))
+        (out / "manifest.json").write_text(json.dumps(
+            {"kafka_clients": version, "sources": source_hash, "main": MAIN_CLASS, "jars": jars}, indent=1))
+        shutil.rmtree(root, ignore_errors=True)
+        out.rename(root)  # atomic: a folder with a manifest is always complete
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return JavaClient(version, root)
+
+
+def run_maven(goals: list[str], cwd: Path, version: str) -> None:
+    if shutil.which("mvn") is None:
+        from harness.provision.docker_engine import apt_install  # imports the Docker client: only when needed
+
+        apt_install(["maven"], "the Java client worker (Maven)")
+    proc = subprocess.run(["mvn", "-B", "-q", *goals], cwd=cwd, capture_output=True, text=True)
+    if proc.returncode == 0:
+        return
+    output = proc.stdout + proc.stderr
+    if re.search(rf"org\.apache\.kafka:kafka-clients:jar:{re.escape(version)}", output) and \
+            re.search(r"Could not find artifact|was not found in|could not be resolved", output):
+        raise HarnessError(f"kafka-clients {version} is not available on Maven Central.",
+                           hint=f"versions that resolve include: {', '.join(KNOWN_VERSIONS)}",
+                           details=output[-1500:].strip())
+    raise BootstrapError(f"Maven failed (exit {proc.returncode}) while building the Java client worker for "
+                         f"kafka-clients {version}.",
+                         hint="check that Maven Central is reachable; the full output is below",
+                         details=output[-3000:].strip())

@@ -1,0 +1,201 @@
+"""The Java driver (workloads/drivers/java.py): the real Apache Kafka Java client in a JVM child.
+
+Without a broker: the JVM ends when its stdin closes (also when the Python side is SIGKILLed), and
+when the JVM is SIGKILLed every pending send still gets an outcome, recorded unknown, in a valid
+history. With a real cluster (slow): the queue workload on the Java client, checked by the
+reference checker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from analysis.reference import checker as reference
+from harness.errors import HarnessError
+from harness.history import Recorder, read_history, validate_history
+from harness.provision.java_client import KNOWN_VERSIONS, ensure_java_client
+from workloads import drivers
+from workloads.clients import ProducerClient
+from workloads.drivers.base import ClientError, ClientException
+from workloads.drivers.java import JavaDriver
+from workloads.outcomes import send_outcome
+from workloads.profiles import get_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def gone(pid: int, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def closed_port() -> int:
+    """A local port nothing listens on: every connection is refused, so nothing is ever delivered."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def driver():
+    d = JavaDriver()
+    yield d
+    d.close()
+
+
+def test_the_registry_makes_the_java_driver_with_a_version_and_refuses_a_bad_one():
+    made = drivers.make("java", KNOWN_VERSIONS[-1])
+    try:
+        assert isinstance(made, JavaDriver) and made.client.version == KNOWN_VERSIONS[-1]
+        versions = made.versions()
+        assert versions["kafka-clients"] == KNOWN_VERSIONS[-1] and versions["java"].split(".")[0].isdigit()
+    finally:
+        made.close()
+    with pytest.raises(HarnessError) as refused:
+        drivers.make("java", "4.4")
+    assert "4.4.0" in refused.value.hint
+    with pytest.raises(HarnessError, match="not available for the librdkafka driver") as refused:
+        drivers.make("librdkafka", "9.9.9")
+    assert drivers.make("librdkafka").versions()["librdkafka"] in refused.value.hint
+
+
+def test_a_kafka_clients_version_missing_from_maven_central_names_versions_that_resolve(tmp_path, monkeypatch):
+    monkeypatch.setenv("KAFKA_HARNESS_CACHE", str(tmp_path))
+    with pytest.raises(HarnessError, match="kafka-clients 4.9.9 is not available") as refused:
+        ensure_java_client("4.9.9")
+    assert "4.4.0" in refused.value.hint and "4.3.1" in refused.value.hint
+    assert not (tmp_path / "java-client" / "4.9.9").exists()  # nothing half-built is left as if complete
+
+
+def test_the_jvm_exits_when_the_driver_closes_its_stdin(driver):
+    driver.consumer({"bootstrap.servers": f"127.0.0.1:{closed_port()}", "group.id": "g"})
+    pid = driver.worker().pid
+    began = time.monotonic()
+    driver.close()
+    assert gone(pid, 3), "the JVM outlived its stdin"
+    assert time.monotonic() - began < 3
+    with pytest.raises(ClientException, match="closed"):
+        driver.producer({"bootstrap.servers": "x:1"}, lambda *a: None, lambda *a: None)
+
+
+def test_a_sigkill_of_python_never_leaves_the_jvm_behind(tmp_path):
+    script = textwrap.dedent("""
+        import sys, time
+        from workloads.drivers.java import JavaDriver
+        d = JavaDriver()
+        d.producer({"bootstrap.servers": "127.0.0.1:%d"}, lambda *a: None, lambda *a: None)
+        print(d.worker().pid, flush=True)
+        time.sleep(600)
+    """ % closed_port())
+    owner = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        jvm = int(owner.stdout.readline())  # type: ignore[union-attr]
+        os.kill(jvm, 0)  # alive while its owner is
+        owner.kill()  # SIGKILL: no finally, no atexit
+        owner.wait(10)
+        assert gone(jvm, 5), f"JVM {jvm} survived the SIGKILL of the Python process that started it"
+    finally:
+        owner.kill()
+
+
+def test_a_sigkilled_jvm_gives_every_pending_send_an_unknown_outcome_and_the_history_stays_valid(driver, tmp_path):
+    bootstrap = f"127.0.0.1:{closed_port()}"  # sends wait for metadata that never comes: all stay pending
+    path = tmp_path / "history.jsonl"
+    with Recorder(path) as recorder:
+        producer = ProducerClient(0, recorder, bootstrap, "t", get_profile("safe"), driver=driver).open()
+        for v in range(200):
+            producer.send(v % 4, v)
+        txn = driver.producer({"bootstrap.servers": bootstrap, "transactional.id": "x", "enable.idempotence": True},
+                              lambda *a: None, lambda *a: None)
+        raised: list[BaseException] = []
+        waiting = threading.Thread(target=lambda: _catch(raised, txn.init_transactions, 30))
+        waiting.start()
+        time.sleep(0.5)
+        assert producer.producer is not None and producer.producer.flush(0) == 200, "nothing can have been delivered"
+        os.kill(driver.worker().pid, signal.SIGKILL)
+        waiting.join(10)
+        assert not waiting.is_alive()
+        assert len(raised) == 1 and isinstance(raised[0], ClientException) and raised[0].error.name == "JvmExited"
+        assert producer.producer.flush(5) == 0, "every send got its outcome"
+        assert producer.fatal and "JvmExited" in producer.fatal  # the workload replaces the producer
+        producer.close(1)
+        # The driver starts a new JVM for the next client.
+        again = driver.producer({"bootstrap.servers": bootstrap}, lambda *a: None, lambda *a: None)
+        again.close()
+    assert validate_history(path) == []
+    events = read_history(path)
+    completions = [e for e in events if e["f"] == "send" and e["type"] != "invoke"]
+    assert len(completions) == 200 and {e["type"] for e in completions} == {"info"}
+    assert all(e["error"].startswith("JvmExited: ") for e in completions)
+
+
+def _catch(into: list[BaseException], call, *args) -> None:
+    try:
+        call(*args)
+    except BaseException as exc:  # noqa: BLE001 - the test reads it
+        into.append(exc)
+
+
+def test_java_error_names_are_classified_conservatively():
+    def outcome(name: str) -> str:
+        return send_outcome(ClientError(name, "m"))
+    # static properties of the record or the client's rights: every attempt failed
+    assert {outcome(n) for n in ("MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "TOPIC_AUTHORIZATION_FAILED")} == {"fail"}
+    # anything an earlier attempt or the append may have survived: unknown
+    for name in ("TimeoutException", "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "KafkaException",
+                 "IllegalStateException", "OUT_OF_ORDER_SEQUENCE_NUMBER", "PRODUCER_FENCED", "JvmExited",
+                 "TransactionAbortedException", "NETWORK_EXCEPTION", "NOT_LEADER_OR_FOLLOWER"):
+        assert outcome(name) == "info", name
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_the_queue_workload_on_the_java_client_keeps_every_acknowledged_record(prepared, tmp_path, report_figure):
+    from harness.cluster import KafkaCluster
+    from workloads.queue import QueueWorkload
+
+    driver = JavaDriver(log_path=tmp_path / "java-client.log")
+    path = tmp_path / "history.jsonl"
+    try:
+        with KafkaCluster(brokers=3) as cluster:
+            cluster.create_topic("java-queue", partitions=4, replication_factor=3,
+                                 config=get_profile("safe").topic_config())
+            with Recorder(path) as recorder:
+                workload = QueueWorkload(recorder, cluster.bootstrap_servers(), "java-queue", get_profile("safe"),
+                                         partitions=4, producers=2, consumers=2, rate=500, seed=5,
+                                         group_id="java-queue", crash_clients_s=3.0, driver=driver)
+                workload.start(ready_timeout_s=60)
+                time.sleep(10)
+                workload.stop(timeout_s=60)
+                drain = workload.drain(timeout_s=60).as_json()
+                assert workload.errors == []
+    finally:
+        driver.close()
+    assert validate_history(path) == []
+    events = read_history(path)
+    acked = {e["value"]["value"] for e in events if e["f"] == "send" and e["type"] == "ok"}
+    read = {r["value"] for e in events if e["process"] in drain["processes"] and e["f"] == "poll" and e["type"] == "ok"
+            for r in e["value"]["records"]}
+    epochs = {r["epoch"] for e in events if e["f"] == "poll" and e["type"] == "ok" for r in e["value"]["records"]}
+    pids = [e for e in events if e["f"] == "producer"]
+    report_figure(f"java client, 10 s at 500/s: {len(acked)} acknowledged, {len(read)} drained, "
+                  f"{len(pids)} producer ids, leader epochs {sorted(epochs)[:5]}")
+    assert drain["complete"] and len(acked) > 3000 and acked <= read
+    assert None not in epochs and pids, "leader epochs and producer ids are recorded, as with librdkafka"
+    assert any(e["f"] == "crash" for e in events)
+    assert {k: v for k, v in reference.counts(events).items() if v} == {}

@@ -1,0 +1,200 @@
+"""The JVM child of the Java driver (workloads/drivers/java.py): start it, talk JSON lines to it,
+and learn at once when it dies.
+
+One request per line on the JVM's stdin, one reply per line on its stdout (the protocol is
+described in clients/java/src/main/java/kafkaharness/worker/Worker.java). A call waits for the
+reply with its id; a send does not wait at all: its delivery outcome is a reply line that the
+reader thread hands to the producer it belongs to. The JVM exits when its stdin closes, so a
+SIGKILL of this process never leaves a JVM behind; when the JVM dies first, the reader thread sees
+its stdout end, fails every waiting call and gives every pending send an outcome (`JvmExited`,
+which workloads/outcomes.py records as unknown).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import logging
+import os
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.provision.java_client import JavaClient
+from workloads.drivers.base import ClientError, ClientException
+
+log = logging.getLogger(__name__)
+
+# A call waits this long beyond its own timeout: the JVM bounds its blocking calls itself (the call's
+# timeout, or max.block.ms: 60 s by default), so only a hung JVM is caught here.
+SLACK_S = 120.0
+JVM_OPTIONS = ("-XX:+UseSerialGC", "-Xmx1g", "-XX:+ExitOnOutOfMemoryError")
+JVM_EXITED = "JvmExited"  # the name of every outcome and call the JVM's death cut short
+
+
+def error_from(e: dict[str, Any]) -> ClientError:
+    """The JVM's error object (clients/java/.../Failure.java) as the protocol's ClientError."""
+    return ClientError(e["name"], e["msg"], fatal=bool(e.get("fatal")), retriable=bool(e.get("retriable")),
+                       txn_requires_abort=bool(e.get("abort")))
+
+
+class Outcomes(Protocol):
+    """What the reader thread calls on a producer (workloads/drivers/java.py's JavaProducer)."""
+
+    def outcome(self, s: int, reply: dict[str, Any]) -> None: ...
+
+    def producer_id(self, pid: int, epoch: int) -> None: ...
+
+    def lost(self, error: ClientError) -> None: ...
+
+
+class _Waiter:
+    __slots__ = ("done", "reply")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.reply: dict[str, Any] = {}
+
+
+class Worker:
+    """One JVM and the threads that read its stdout and stderr."""
+
+    def __init__(self, client: JavaClient, log_path: Path | None = None) -> None:
+        if log_path is not None:  # the Kafka client's own log, at INFO, in the run's folder
+            logging_options = [f"-Dorg.slf4j.simpleLogger.logFile={log_path}", "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+                               "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                               "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSSXXX"]
+        else:  # warnings to stderr, which the stderr thread keeps (the last lines explain a death)
+            logging_options = ["-Dorg.slf4j.simpleLogger.logFile=System.err", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
+        # Its own session: a Ctrl-C in the terminal reaches Python, which ends the JVM by closing
+        # its stdin after the clients closed, instead of killing it under the clients' feet.
+        self.proc = subprocess.Popen(client.command(*JVM_OPTIONS, *logging_options), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
+        self._stdin = self.proc.stdin.fileno()
+        self._write_lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _calls, producers and dead
+        self._calls: dict[int, _Waiter] = {}
+        self._ids = itertools.count(1)
+        self.producers: dict[int, Outcomes] = {}
+        self.dead: ClientError | None = None
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
+        self._reader = threading.Thread(target=self._read, name=f"java-worker-{self.proc.pid}", daemon=True)
+        self._reader.start()
+        threading.Thread(target=self._read_stderr, name=f"java-worker-{self.proc.pid}-stderr", daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def write(self, line: bytes) -> None:
+        """One request line. Raises ClientException(JvmExited) if the JVM is gone."""
+        if self.dead is not None:
+            raise ClientException(self.dead)
+        try:
+            with self._write_lock:  # one line at a time: os.write writes it whole on a blocking pipe
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(self._stdin, view):]
+        except OSError as exc:  # EPIPE: the JVM closed its stdin by dying
+            raise ClientException(self.dead or ClientError(JVM_EXITED, f"the Java client's JVM is gone ({exc})",
+                                                           fatal=True)) from None
+
+    def call(self, op: str, timeout_s: float, **fields: Any) -> dict[str, Any]:
+        """One request with an id; its reply's fields, or ClientException with the JVM's error."""
+        call_id = next(self._ids)
+        waiter = _Waiter()
+        with self._lock:
+            if self.dead is not None:
+                raise ClientException(self.dead)
+            self._calls[call_id] = waiter
+        try:
+            self.write(json.dumps({"id": call_id, "op": op, **fields}).encode() + b"\n")
+        except ClientException:
+            with self._lock:
+                self._calls.pop(call_id, None)
+            raise
+        if not waiter.done.wait(timeout_s + SLACK_S):
+            with self._lock:
+                self._calls.pop(call_id, None)
+            # Fatal: the client's thread in the JVM is stuck, and a late reply would be dropped.
+            raise ClientException(ClientError("WorkerTimeout", f"the Java worker did not answer {op} within "
+                                              f"{timeout_s + SLACK_S:.0f} s", fatal=True))
+        reply = waiter.reply
+        if "err" in reply:
+            raise ClientException(error_from(reply["err"]))
+        return reply
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """End the JVM: close its stdin (it halts at once), kill it if it has not after `timeout_s`."""
+        try:
+            self.proc.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self._reader.join(timeout_s)
+
+    # --- the reader thread ------------------------------------------------------------
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                reply = json.loads(line)
+                self._route(reply)
+            except Exception:  # a callback's error must not stop every other client's outcomes
+                log.exception("java worker %s: reply %r", self.proc.pid, line[:300])
+        self._ended()
+
+    def _route(self, reply: dict[str, Any]) -> None:
+        s = reply.get("s")
+        if s is not None:
+            producer = self.producers.get(reply["h"])
+            if producer is not None:
+                producer.outcome(s, reply)
+        elif "id" in reply:
+            with self._lock:
+                waiter = self._calls.pop(reply["id"], None)
+            if waiter is not None:
+                waiter.reply = reply
+                waiter.done.set()
+        elif reply.get("ev") == "pid":
+            producer = self.producers.get(reply["h"])
+            if producer is not None:
+                producer.producer_id(reply["pid"], reply["epoch"])
+
+    def _ended(self) -> None:
+        try:
+            code: int | None = self.proc.wait(10)
+        except subprocess.TimeoutExpired:  # stdout closed but the process lingers: it is of no use now
+            self.proc.kill()
+            code = self.proc.wait()
+        error = ClientError(JVM_EXITED, f"the Java client's JVM (pid {self.proc.pid}) exited with code {code} "
+                                        "before this outcome was known", fatal=True)
+        with self._lock:
+            self.dead = error
+            calls, self._calls = self._calls, {}
+            producers = list(self.producers.values())
+        if code not in (0, None) or calls or producers:
+            log.warning("java worker %s exited with code %s; its last stderr lines:\n%s", self.proc.pid, code,
+                        "\n".join(self.stderr_tail))
+        for waiter in calls.values():
+            waiter.reply = {"err": {"name": error.name, "msg": error.message, "fatal": True}}
+            waiter.done.set()
+        for producer in producers:
+            try:
+                producer.lost(error)
+            except Exception:
+                log.exception("java worker %s: outcomes of a lost producer", self.proc.pid)
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            line = raw.decode(errors="replace").rstrip()
+            self.stderr_tail.append(line)
+            log.debug("java worker %s: %s", self.proc.pid, line)
