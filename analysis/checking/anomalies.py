@@ -9,8 +9,10 @@ the derived tables of `derive()` and returns a DataFrame with one row per counte
 Vocabulary. A *read* is one record of an `ok` poll or an `ok` txn. An *ok write* is an `ok` send
 completion, or a send inside an `ok` (committed) txn, or a send of an `info` op a read proved
 (_proven_info_writes; docs/checker.md). The *observed positions* of key K are every
-(offset, value) of reads on K and of ok writes on K with a known offset (null or negative offsets,
-as with acks=0, say nothing about position). K's *observed order* is its observed offsets sorted.
+(offset, value) of reads on K, of records on K that a `fail` or `info` txn returned (a poller's
+records are in the log whatever its transaction's fate: _dead_reads), and of ok writes on K with a
+known offset (null or negative offsets, as with acks=0, say nothing about position). K's *observed
+order* is its observed offsets sorted.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.checking.claims import finds
-from harness.history.format import READ_FS, RESET_FS
+from harness.history.format import READ_FS
 
 
 def _offset(col: F.Column) -> F.Column:
@@ -36,6 +38,10 @@ class Derived:
     positions: DataFrame  # key, offset, value, process, index, time, f, type
     offsets: DataFrame  # key, offset, read, first_time, next_offset, value, values (persisted)
     values: DataFrame  # one row per value: what the value-level anomalies need (see _value_table)
+    # The first record of each key in each `fail`/`info` txn (process, pid, index, time, f, type,
+    # pos, key, offset, value): compared with the process's read sequence, never moving it on.
+    # None when the history has no such txn (read_pairs then keeps its cheaper plan).
+    probes: DataFrame | None = None
     cache: dict = field(default_factory=dict)  # tables other finder modules persist once (analysis/checking/cycles.py)
     flags: dict = field(default_factory=dict)  # facts other finder modules ask once (analysis/checking/eos_anomalies.py)
     # f -> {invoke, ok, fail, info} counts, when the loader gave them: the finders of
@@ -61,10 +67,11 @@ class Derived:
 DERIVED_STORAGE = StorageLevel.DISK_ONLY
 
 # What a value-fact row says about its value (see _by_value).
-READ, OK_SEND, OK_TXN_SEND, FAILED_WRITE, SEND_INVOKE = 0, 1, 2, 3, 4
+READ, OK_SEND, OK_TXN_SEND, FAILED_WRITE, SEND_INVOKE, SEEN = 0, 1, 2, 3, 4, 5
 
 
-def _by_value(read_positions: DataFrame, events: DataFrame, proven: DataFrame | None = None) -> DataFrame:
+def _by_value(read_positions: DataFrame, events: DataFrame, proven: DataFrame | None = None,
+              seen: DataFrame | None = None) -> DataFrame:
     """One row per value with everything the value-level anomalies need, from a single shuffle.
 
     Every position a value was read at (read_positions: value, key, offset), ok write, failed
@@ -89,13 +96,17 @@ def _by_value(read_positions: DataFrame, events: DataFrame, proven: DataFrame | 
         kind_of(OK_TXN_SEND).alias("kind"), "index", "pid", F.posexplode(F.col("value.sends")).alias("pos", "s")).select(
         F.col("s.value").alias("value"), "kind", F.col("s.key").alias("key"),
         _offset(F.col("s.offset")).alias("offset"), "index", "pid", "pos")
+    if seen is not None:  # a fail/info txn's records: positions, not reads (unread stays unread)
+        txn_facts = txn_facts.unionByName(seen.select(
+            "value", F.lit(SEEN).alias("kind"), "key", "offset", F.lit(None).cast("long").alias("index"),
+            F.lit(None).cast("long").alias("pid"), F.lit(0).alias("pos")))
     if proven is not None:  # proven info writes count as ok ones (see _proven_info_writes)
         txn_facts = txn_facts.unionByName(proven.select(
             "value", F.when(F.col("f") == "send", F.lit(OK_SEND)).otherwise(F.lit(OK_TXN_SEND)).alias("kind"),
             "key", "offset", "index", "pid", "pos"))
     kind = F.col("kind")
     is_ok_write = kind.isin(OK_SEND, OK_TXN_SEND)
-    at_position = (kind == READ) | (is_ok_write & F.col("offset").isNotNull())
+    at_position = kind.isin(READ, SEEN) | (is_ok_write & F.col("offset").isNotNull())
     ok_at = F.when(is_ok_write, F.col("index"))  # the last ok write of a value is the one that counts
     invoke_at = F.when(kind == SEND_INVOKE, F.col("index"))
     return (
@@ -217,6 +228,35 @@ def _proven_info_writes(events: DataFrame, reads: DataFrame, base: list[str], re
     return info.join(F.broadcast(hit.select("index").distinct()), "index", "left_semi")
 
 
+def _has_dead_reads(op_stats: dict | None) -> bool:
+    if op_stats is None:
+        return True
+    t = op_stats.get("txn") or {}
+    return bool(t.get("fail", 0) or t.get("info", 0))
+
+
+def _dead_reads(events: DataFrame) -> DataFrame:
+    """The records that `fail` and `info` txns returned, as reads' columns (a poll that fails
+    returned nothing, docs/history.md: only a txn's failed completion carries records). Jepsen's
+    version orders take them (\"pollers ... are *always* supposed to emit safe data regardless of
+    whether the transaction commits\"), so they are observed positions; they are no reads: a value
+    only they returned stays unread, and they move no read sequence on (read_pairs). A fail/info
+    completion's records are not validated, so a record without key, offset or value is left out."""
+    base = ["process", "pid", "index", "time", "f", "type"]
+    return (events.filter((F.col("f") == "txn") & F.col("type").isin("fail", "info"))
+            .select(*base, F.posexplode(F.col("value.records")).alias("pos", "r"))
+            .select(*base, "pos", F.col("r.key").alias("key"), F.col("r.offset").alias("offset"),
+                    F.col("r.value").alias("value"))
+            .filter(F.col("key").isNotNull() & F.col("offset").isNotNull() & F.col("value").isNotNull()))
+
+
+def _probes(dead: DataFrame) -> DataFrame:
+    """The first record of each key in each fail/info txn: the one Jepsen compares with the
+    process's last ok read of the key (the rest are the int- anomalies' to judge)."""
+    first = Window.partitionBy("index", "key").orderBy("pos")
+    return dead.withColumn("_n", F.row_number().over(first)).filter(F.col("_n") == 1).drop("_n")
+
+
 def derive(events: DataFrame, op_stats: dict | None = None, read_committed: bool = True) -> Derived:
     """The tables every anomaly is defined over. `offsets` is persisted and computed here: several
     anomalies read it, and so do `values` (the values read at each position, the highest offset
@@ -250,6 +290,10 @@ def derive(events: DataFrame, op_stats: dict | None = None, read_committed: bool
     cols = ["key", "offset", "value", "process", "index", "time", "f", "type"]
     known = ok_writes.filter(F.col("offset").isNotNull())
     positions = reads.select(*cols).unionByName(known.select(*cols))  # for examples
+    dead = _dead_reads(events) if _has_dead_reads(op_stats) else None
+    if dead is not None:  # what fail/info txns returned: positions (known to exist), never reads
+        positions = positions.unionByName(dead.select(*cols))
+        known = known.unionByName(dead.select(*known.columns))
     # One row per observed (key, offset): the values seen there, whether a read saw it, and the
     # next observed offset on the key (a read that jumps past it skipped a known record).
     # The narrow rows are shuffled by (key, offset) and aggregated whole there: a partial
@@ -288,7 +332,9 @@ def derive(events: DataFrame, op_stats: dict | None = None, read_committed: bool
             reads.join(disputed, ["key", "offset"], "left_semi").select("value", "key", "offset"))
     # The highest offset read on each key, from the persisted offsets (no second pass over reads).
     max_read = offsets.filter("read").groupBy("key").agg(F.max("offset").alias("max_read_offset"))
-    return Derived(events, reads, positions, offsets, _value_table(_by_value(read_positions, events, proven), max_read),
+    seen = dead.select("value", "key", "offset") if dead is not None else None
+    return Derived(events, reads, positions, offsets, _value_table(_by_value(read_positions, events, proven, seen), max_read),
+                   probes=_probes(dead) if dead is not None else None,
                    cache={} if proven is None else {"proven": proven}, op_stats=op_stats)
 
 
@@ -331,59 +377,6 @@ def nonmonotonic_send(d: Derived) -> DataFrame:
         F.col("ok_key").alias("key"), F.col("ok_pid").alias("process"),
         F.array("prev_send_offset", "ok_offset").alias("offsets"), F.array("prev_send_value", "value").alias("values"),
         F.array("prev_send_index", "ok_index").alias("op_indexes"))
-
-
-def read_pairs(d: Derived) -> DataFrame:
-    """Adjacent reads of one key by one process with no assign/subscribe of that process between
-    them (including reads inside one poll, in the order returned), only where they are not
-    consecutive in offset (so the result is small). The ops are carried as history indexes (the
-    examples step looks them up): narrow rows to sort."""
-    # Successive reads per (key, process) first, then drop the few candidate pairs with a reset of
-    # the process between them. Numbering "assignment epochs" before the explode instead would
-    # shuffle every poll's records by process and sort them: a third of the whole check's work.
-    w = Window.partitionBy("key", "process").orderBy("index", "pos")
-    prev = lambda c: F.lag(c).over(w)  # noqa: E731
-    candidates = d.reads.select(
-        "key", "process", "offset", "value", "index",
-        prev("offset").alias("prev_offset"), prev("value").alias("prev_value"), prev("index").alias("prev_index"),
-    ).filter(F.col("prev_offset").isNotNull() & (F.col("offset") != F.col("prev_offset") + 1))
-    resets = d.events.filter(F.col("type").isin("ok", "info") & F.col("f").isin(*RESET_FS)).select(
-        F.col("process").alias("reset_process"), F.col("index").alias("reset_index"),
-        F.col("value.keys").alias("reset_keys"), F.col("value.seek").alias("reset_seek"))
-    # An assign that still covers the key and seeks nothing leaves its position alone (as Jepsen
-    # keeps the sequence): it resets only keys it drops, or all when it seeks.
-    resets_key = F.col("reset_seek").isNotNull() | ~F.coalesce(F.array_contains("reset_keys", F.col("key")), F.lit(False))
-    between = ((F.col("reset_process") == F.col("process")) & resets_key
-               & (F.col("reset_index") > F.col("prev_index")) & (F.col("reset_index") < F.col("index")))
-    return candidates.join(resets, between, "left_anti")
-
-
-def _pair_columns() -> list[F.Column]:
-    return ["key", "process", F.array("prev_offset", "offset").alias("offsets"),
-            F.array("prev_value", "value").alias("values"), F.array("prev_index", "index").alias("op_indexes")]
-
-
-@finds("nonmonotonic-poll", pairs=True)
-def nonmonotonic_poll(d: Derived, pairs: DataFrame | None = None) -> DataFrame:
-    """nonmonotonic-poll (analysis/rules/registry.py): one row per adjacent pair of reads. `pairs` is
-    read_pairs(d), when the caller has it already (poll-skip reads it too)."""
-    pairs = read_pairs(d) if pairs is None else pairs
-    return pairs.filter(F.col("offset") <= F.col("prev_offset")).select(*_pair_columns())
-
-
-@finds("poll-skip", pairs=True)
-def poll_skip(d: Derived, pairs: DataFrame | None = None) -> DataFrame:
-    """poll-skip (analysis/rules/registry.py): one row per adjacent pair of reads, with the first
-    observed offset it jumped over. The next offset comes from `offsets`, the observed ones only:
-    gaps nobody observed (transaction markers, compaction) are not skips."""
-    pairs = read_pairs(d) if pairs is None else pairs
-    nxt = d.offsets.select("key", F.col("offset").alias("prev_offset"), F.col("next_offset").alias("skipped_offset"))
-    return (
-        pairs.filter(F.col("offset") > F.col("prev_offset") + 1)
-        .join(nxt, ["key", "prev_offset"], "inner")
-        .filter(F.col("skipped_offset") < F.col("offset"))
-        .select(*_pair_columns(), "skipped_offset")
-    )
 
 
 @finds("aborted-read")

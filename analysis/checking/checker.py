@@ -22,11 +22,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analysis.checking import anomalies as A
+from analysis.checking import read_order
 from analysis.checking.examples import gather_examples
 from analysis.checking.finders import FINDERS
 from analysis.checking.history_load import History, load_history
 from analysis.explain.replica_evidence import NAME as REPLICA_DIVERGENCE, divergence_permitted, read_replica_divergence, truncation_refusals
-from analysis.rules.permissions import allowed as permitted, effective_profile, model_permitted
+from analysis.rules.permissions import REBALANCE_KINDS, allowed as permitted, effective_profile, model_permitted, rebalance_permitted
 from analysis.explain.explanations import clock as wall_clock
 from analysis.checking.lag import summary as realtime_lag
 from analysis.explain.producer_evidence import duplicate_hint, match_duplicates, out_of_order_sequences
@@ -89,6 +90,9 @@ class Counted:
     counts: dict[str, int]  # every anomaly of the registry, in its order
     g1c_wr_only: int  # G1c components that a cycle of wr edges alone closes (the rest are permitted)
     unseen_drained: int  # unseen records on partitions the drain did finish (_unseen_on_drained)
+    # Of the poll-skip and nonmonotonic-poll pairs, how many have a group rebalance between their
+    # reads (the rest are never permitted by it). Every kind of REBALANCE_KINDS present.
+    across_rebalance: dict[str, int] | None = None
 
 
 @dataclass
@@ -107,7 +111,7 @@ def derive(history: History, record: RunRecord) -> tuple[A.Derived, DataFrame]:
     d = A.derive(history.events, history.op_stats,
                  read_committed=effective_profile(record)["isolation.level"] != "read_uncommitted")
     d.op_stats = history.op_stats
-    return d, A.read_pairs(d).persist(A.DERIVED_STORAGE)
+    return d, read_order.read_pairs(d).persist(A.DERIVED_STORAGE)
 
 
 def count(d: A.Derived, findings: dict[str, DataFrame], record: RunRecord) -> Counted:
@@ -126,7 +130,8 @@ def count(d: A.Derived, findings: dict[str, DataFrame], record: RunRecord) -> Co
     g1c_wr_only = findings["G1c"].filter("wr_only").count() if found.get("G1c") else 0
     counts = {name: int(found.get(name, 0)) for name in ANOMALIES}
     unseen_drained = _unseen_on_drained(findings["unseen"], record) if counts.get("unseen") else 0
-    return Counted(counts, g1c_wr_only, unseen_drained)
+    across = {k: findings[k].filter("across_rebalance").count() if counts.get(k) else 0 for k in REBALANCE_KINDS}
+    return Counted(counts, g1c_wr_only, unseen_drained, across)
 
 
 def lag_of(d: A.Derived, history: History, record: RunRecord) -> dict[str, Any] | None:
@@ -143,10 +148,17 @@ def judge(run_dir: Path, record: RunRecord, history: History, counted: Counted, 
     complete, _ = drain_status(record)
     allow, rules = permitted(record)
     model, why = model_permitted(counted.counts, counted.g1c_wr_only)
-    allow, rules = set(allow) | model, [*rules, *why]
+    group, group_why = rebalance_permitted(counted.counts, counted.across_rebalance or {}, record.subscribe is True)
+    allow, rules = set(allow) | model | group, [*rules, *why, *group_why]
     ok_ops = sum((history.op_stats.get(f) or {}).get("ok", 0) for f in ("send", "txn", "poll"))
     v = decide(counted.counts, allow, complete, truncated=history.truncated, ops=history.count, ok_ops=ok_ops,
                worker_errors=worker_errors(record), undrained=drain_undrained(record), unseen_drained=counted.unseen_drained)
+    if record.subscribe is True:  # a kind partly across rebalances stays forbidden whole: say how much is
+        for k in REBALANCE_KINDS:
+            n, m = counted.counts.get(k, 0), (counted.across_rebalance or {}).get(k, 0)
+            if k in v.forbidden and m:
+                v.reasons = [*v.reasons, f"of the {n} {k}, {m} have a group rebalance between their reads "
+                                         f"(permitted by subscribe) and {n - m} have none"]
     judged = Judged(v, allow, rules)
     _replica_divergence(run_dir, record, judged)
     _producer_sequences(run_dir, record, judged, dup_sends)
@@ -207,6 +219,8 @@ def results_of(record: RunRecord, history: History, counted: Counted, examples: 
                              replicas["diverged_offsets"] if replicas is not None and replicas["diverged"] else 0),
         "allowed": sorted(judged.allow, key=lambda a: ANOMALIES.index(a) if a in ANOMALIES else len(ANOMALIES)),
         "allowed_by": judged.rules,
+        # Of each, the pairs with a group rebalance between their reads (docs/checker.md): an addition.
+        "across_rebalance": counted.across_rebalance,
         "examples": examples,
         "op_stats": history.op_stats,
         "drain": {"complete": complete, "high_watermarks": hws, "undrained": drain_undrained(record)},

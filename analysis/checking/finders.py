@@ -7,11 +7,11 @@ from types import MappingProxyType
 from typing import Mapping
 
 # The finder modules: importing them makes their claims.
-from analysis.checking import anomalies, cycles, eos_anomalies, txn_anomalies  # noqa: F401
+from analysis.checking import anomalies, cycles, eos_anomalies, read_order, txn_anomalies  # noqa: F401
 from analysis.checking.claims import CLAIMS, ClaimError, Finder
 from analysis.rules.registry import REGISTRY, Anomaly
 
-MODULES = (anomalies, txn_anomalies, cycles, eos_anomalies)
+MODULES = (anomalies, read_order, txn_anomalies, cycles, eos_anomalies)
 
 
 def _complete() -> Mapping[Anomaly, Finder]:

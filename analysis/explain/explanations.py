@@ -205,9 +205,12 @@ def explain_example(name: str, ex: dict[str, Any], facts: Facts, faults: list[Fa
     invoke, completion = _op(facts, value, clk)
     out: dict[str, Any] = {"anomaly": name, "key": key, "partition": f"{topic}-{key}" if key is not None else None,
                            "offset": offset, "value": value, "invoke": invoke, "completion": completion}
-    for k in ("values", "offsets", "process", "skipped_offset", "positions"):
+    for k in ("values", "offsets", "process", "skipped_offset", "positions", "across_rebalance"):
         if ex.get(k) is not None:
             out[k] = ex[k]
+    later = (ex.get("ops") or [None])[-1] if name in ("nonmonotonic-poll", "poll-skip") else None
+    if isinstance(later, dict) and later.get("type") in ("fail", "info"):  # a read of a txn that aborted, or unknown
+        out["read_outcome"] = later["type"]
     times = [x["t_s"] for x in (invoke, completion) if x]
     reads = _reads_at(facts, key, offset, clk) if key is not None else []
     if name == "inconsistent-offsets" and key is not None:  # the acknowledgements at that offset place it too
@@ -320,8 +323,11 @@ def examples_from_findings(found: dict[str, set]) -> dict[str, list[dict[str, An
                 exs.append({"key": it[0], "offset": it[1]})
             elif name == "nonmonotonic-send":
                 exs.append({"process": it[0], "key": it[1], "values": [it[2], it[3]]})
-            else:  # nonmonotonic-poll, poll-skip: (n, process, key, previous offset, offset)
-                exs.append({"process": it[1], "key": it[2], "offsets": [it[3], it[4]]})
+            elif name in ("nonmonotonic-poll", "poll-skip"):  # (n, process, key, previous offset, offset, across a rebalance)
+                exs.append({"process": it[1], "key": it[2], "offsets": [it[3], it[4]],
+                            **({"across_rebalance": True} if it[5:6] == (True,) else {})})
+            # The transactional kinds' findings (op indexes, components) have no minimal example here:
+            # they used to fall into the branch above and fail on their shape.
         if exs:
             out[name] = exs
     return out

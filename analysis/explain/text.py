@@ -171,7 +171,14 @@ def sentence(ctx: dict[str, Any]) -> str:
         skip = (f", skipping offset {ctx['skipped_offset']}, which another read returned"
                 if ctx.get("skipped_offset") is not None else "")
         order = "then" if name == "poll-skip" else "then, not after it,"
-        return f"process {ctx.get('process')} read {p} at offset {os_[0]} {order} at offset {os_[-1]} {when(first)}{skip}, {faults_phrase(ctx)}."
+        # The second read may be a txn's that aborted or ended unknown: it is held to the order all
+        # the same (a consumer that does not rewind after an abort shows so).
+        inside = {"fail": " inside a txn that aborted", "info": " inside a txn whose outcome is unknown"}.get(
+            ctx.get("read_outcome"), "")
+        group = (", across a group rebalance (which restarts the consumer at the group's committed offset)"
+                 if ctx.get("across_rebalance") else "")
+        return (f"process {ctx.get('process')} read {p} at offset {os_[0]} {order} at offset {os_[-1]}{inside} "
+                f"{when(first)}{skip}{group}, {faults_phrase(ctx)}.")
     if name == "aborted-read":
         done = ctx.get("completion") or {}
         err = f" ({done['error']})" if done.get("error") else ""

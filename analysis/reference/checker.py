@@ -16,6 +16,10 @@ from analysis.reference import txn as reference_txn
 from analysis.rules.registry import ANOMALIES
 
 
+READ, PROBE, RESET = "read", "probe", "reset"  # the kinds of read_seq's entries
+REBALANCE_KINDS = ("poll-skip", "nonmonotonic-poll")
+
+
 def _offset(o: Any) -> int | None:
     # Offsets that are null or negative (acks=0 reports -1) say nothing about a position.
     return o if isinstance(o, int) and o >= 0 else None
@@ -55,7 +59,9 @@ def findings(events: Iterable[dict[str, Any]], read_committed: bool = True) -> d
     # (process, key) -> (op order, place in the op, offset, value): a send's op is ordered by its
     # invoke (its own, or its txn's), or by its completion when the process has no invoke of it.
     sends_by_proc: dict[tuple[Any, int], list[tuple[int, int, int, int]]] = defaultdict(list)
-    read_seq: list[tuple[Any, int, int, int]] = []  # (process, key, offset, value) or resets
+    # (READ or PROBE, process, key, offset, value), or (RESET, process, keys kept, rebalance, None)
+    read_seq: list[tuple[str, Any, Any, Any, Any]] = []
+    subscribed: set[Any] = set()  # processes with an ok/info subscribe: their later assigns are rebalances
     for e in events:
         f, t, v, p = e["f"], e["type"], e.get("value"), e["process"]
         if p == "nemesis":
@@ -93,11 +99,29 @@ def findings(events: Iterable[dict[str, Any]], read_committed: bool = True) -> d
                 positions.add((r["key"], r["offset"], r["value"]))
                 read_values.add(r["value"])
                 max_read[r["key"]] = max(max_read.get(r["key"], -1), r["offset"])
-                read_seq.append((p, r["key"], r["offset"], r["value"]))
+                read_seq.append((READ, p, r["key"], r["offset"], r["value"]))
+        elif f == "txn" and t in ("fail", "info"):
+            # (A poll that fails returned nothing: docs/history.md. Only a txn's carries records.)
+            # What a poller returned inside a transaction that aborted or whose fate is unknown: the
+            # records are in the log (observed positions), and the first of each key must follow
+            # the process's last ok read of it (a probe: it never moves that read on).
+            probed: set[int] = set()
+            for r in (v or {}).get("records") or []:
+                if not all(isinstance(r.get(x), int) for x in ("key", "offset", "value")):
+                    continue  # a fail/info completion's records are not validated: skip what is not one
+                positions.add((r["key"], r["offset"], r["value"]))
+                if r["key"] not in probed:
+                    probed.add(r["key"])
+                    read_seq.append((PROBE, p, r["key"], r["offset"], r["value"]))
         elif f in ("assign", "subscribe") and t in ("ok", "info"):
-            # A reset: the read order starts over, except on keys it still covers without a seek.
-            kept = frozenset((v or {}).get("keys") or []) if (v or {}).get("seek") is None else frozenset()
-            read_seq.append((p, None, kept, None))
+            # The read order goes on for every key it still covers, unless it seeks the beginning
+            # (the client asked to read again from the start). A subscribe, and an assign of a
+            # process that subscribed (a group rebalance), marks the kept keys: what they read next
+            # may legitimately restart at the group's committed offset.
+            if f == "subscribe":
+                subscribed.add(p)
+            kept = frozenset((v or {}).get("keys") or []) if (v or {}).get("seek") != "beginning" else frozenset()
+            read_seq.append((RESET, p, kept, p in subscribed, None))
 
     out: dict[str, set] = {a: set() for a in ANOMALIES}
 
@@ -129,25 +153,37 @@ def findings(events: Iterable[dict[str, Any]], read_committed: bool = True) -> d
     for k in observed:
         observed[k].sort()
     last: dict[Any, dict[int, tuple[int, int]]] = defaultdict(dict)
-    for n, (p, k, o, val) in enumerate(read_seq):
-        if k is None:
-            last[p] = {key: at for key, at in last[p].items() if key in o}  # o: the keys kept
+    crossed: dict[Any, set[int]] = defaultdict(set)  # keys a rebalance passed since their last ok read
+    for n, (what, p, k, o, val) in enumerate(read_seq):
+        if what == RESET:
+            kept, rebalance = k, o
+            last[p] = {key: at for key, at in last[p].items() if key in kept}
+            crossed[p] = {key for key in crossed[p] if key in kept} | (set(last[p]) if rebalance else set())
             continue
         if k in last[p]:
             po, pv = last[p][k]
+            across = k in crossed[p]
             if o <= po:
-                out["nonmonotonic-poll"].add((n, p, k, po, o))
+                out["nonmonotonic-poll"].add((n, p, k, po, o, across))
             else:
                 offs = observed[k]
                 # Observed offsets strictly between the previous and this read were skipped.
                 if bisect.bisect_left(offs, o) - bisect.bisect_right(offs, po) > 0:
-                    out["poll-skip"].add((n, p, k, po, o))
-        last[p][k] = (o, val)
+                    out["poll-skip"].add((n, p, k, po, o, across))
+        if what == READ:
+            last[p][k] = (o, val)
+            crossed[p].discard(k)
 
     out["aborted-read"] = read_values & failed
     out.update(reference_txn.findings(events, positions))
     out.update(reference_eos.findings([e for e in events if e["process"] != "nemesis"], positions))
     return out
+
+
+def across_rebalance(found: dict[str, set]) -> dict[str, int]:
+    """How many of findings()' poll-skip and nonmonotonic-poll pairs have a group rebalance
+    between their two reads (the last element of each finding)."""
+    return {a: sum(1 for f in found[a] if f[-1]) for a in REBALANCE_KINDS}
 
 
 def counts(events: Iterable[dict[str, Any]], read_committed: bool = True) -> dict[str, int]:

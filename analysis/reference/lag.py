@@ -25,9 +25,11 @@ def _known_at(events: list[dict[str, Any]], read_committed: bool) -> dict[int, t
 
     for e in events:
         f, t, v = e["f"], e["type"], e.get("value") or {}
-        if f in ("poll", "txn") and t == "ok":
+        if (f in ("poll", "txn") and t == "ok") or (f == "txn" and t in ("fail", "info")):
+            # A record returned inside a txn that aborted, or ended unknown, is in the log all the same.
             for r in v.get("records") or []:
-                saw(r["key"], r["offset"], e["time"])
+                if all(isinstance(r.get(x), int) for x in ("key", "offset", "value")):
+                    saw(r["key"], r["offset"], e["time"])
         if f == "send" and (t == "ok" or (t == "info" and (e["index"], v.get("value")) in proven)):
             saw(v["key"], _offset(v.get("offset")), e["time"])
         if f == "txn" and t in ("ok", "info"):

@@ -16,6 +16,7 @@ field, takes the `safe` value (the strictest reading: nothing is excused by omis
 | isolation.level = read_uncommitted (txn workload) | aborted-read                                             | uncommitted and aborted records are visible |
 | enable.idempotence = true, not transactional, delivery.timeout.ms < 120 s | duplicate                         | librdkafka re-sends in-flight batches under a bumped epoch after a timeout; the broker may already have written them |
 | found, whatever the profile (Kafka's transaction model) | int-send-skip, G0; G1c whose every cycle needs a ww edge | transactions do not isolate their writes: others' records interleave with a transaction's, and a send reaches the log before its commit, so ww order is no commit order |
+| subscribe = true, every pair of the kind across a group rebalance | nonmonotonic-poll, poll-skip | a rebalance restarts a consumer at the group's committed offset (rebalance_permitted) |
 
 The run's record comes as harness/history/record.py reads it (a `RunRecord`; a dict of config.json's
 content is upgraded the same way). Profiles are read in any of the spellings the harness wrote:
@@ -156,3 +157,26 @@ def model_permitted(counts: dict[str, int], g1c_wr_only: int = 0) -> tuple[set[s
     names = ", ".join(a for a in ANOMALIES if a in found)
     rule = MODEL_RULE.format(names) + ("; every G1c cycle needs a ww edge" if "G1c" in found else "")
     return found, [rule]
+
+
+# A group rebalance restarts each consumer it assigns a partition at the group's committed offset
+# (librdkafka's assign after a rebalance; docs/history.md, "Group rebalances"). That offset may be
+# below what the consumer read (it read on past its last commit: at-least-once, the records are read
+# again) or above it (another member read and committed them meanwhile; the history records no
+# revocation). Jepsen permits every poll-skip and nonmonotonic-poll of a run that subscribes
+# (allowed-error-types); here only pairs with a rebalance between their reads are, so a consumer that
+# jumps or goes back with no rebalance is still found in a subscribing run.
+REBALANCE_KINDS = ("nonmonotonic-poll", "poll-skip")
+REBALANCE_RULE = ("subscribe=true: a group rebalance restarts a consumer at the group's committed offset, so reads "
+                  "across one may go back (re-reading what was not committed) or jump (what another member read) ({})")
+
+
+def rebalance_permitted(counts: dict[str, int], across: dict[str, int], subscribe: bool) -> tuple[set[str], list[str]]:
+    """What a subscribing run's group rebalances permit of what was found: nonmonotonic-poll or
+    poll-skip when every one of its pairs has a rebalance between its reads (across[kind] ==
+    counts[kind]); a kind with one pair that has none stays forbidden, all of it, as G1c does with
+    one cycle of wr edges alone. Only kinds found are named; nothing without `subscribe`."""
+    found = {k for k in REBALANCE_KINDS if subscribe and counts.get(k, 0) and across.get(k, 0) == counts[k]}
+    if not found:
+        return set(), []
+    return found, [REBALANCE_RULE.format(", ".join(f"{counts[k]} {k}" for k in REBALANCE_KINDS if k in found))]

@@ -65,14 +65,18 @@ REGISTRY: tuple[Anomaly, ...] = (
     Anomaly("nonmonotonic-poll",
             "within one process, two successive reads of the same key — inside one poll, or in two "
             "`ok` polls or txns with no `ok`/`info` assign or subscribe of that process between "
-            "them that resets the key (one that seeks, or no longer covers the key; one with "
-            "`seek` null that still covers it keeps the sequence) — whose offsets do not strictly "
-            "increase: the consumer went backwards or read a position twice.",
+            "them that resets the key (one that no longer covers it, or seeks the beginning; one "
+            "that still covers it keeps the sequence, a group rebalance's included) — whose offsets "
+            "do not strictly increase: the consumer went backwards or read a position twice. The "
+            "first record of a key that a `fail` or `info` txn returned is held to the same order "
+            "after the process's last read of it, and moves nothing on. Pairs with a group "
+            "rebalance between their reads are counted too, and listed in `across_rebalance`.",
             "adjacent pair of reads", ("key",)),
     Anomaly("poll-skip",
-            "two successive reads as for nonmonotonic-poll, where the second is beyond the first by "
-            "more than one position in the key's observed order: a record known to exist (some op "
-            "observed it at an offset in between) was jumped over.",
+            "two successive reads as for nonmonotonic-poll (a `fail` or `info` txn's first record of "
+            "a key included), where the second is beyond the first by more than one position in the "
+            "key's observed order: a record known to exist (some op observed it at an offset in "
+            "between) was jumped over.",
             "adjacent pair of reads", ("key",)),
     Anomaly("aborted-read",
             "a read returned a value whose send, or whose transaction, completed `fail` (definitely "

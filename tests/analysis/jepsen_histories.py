@@ -57,6 +57,13 @@ class Jepsen:
             self.invoke_txn(process, mops)
         return self._add(process, type_, "txn", {"sends": sends, "records": records})
 
+    def reset(self, process: int, f: str, keys: list[str], type_: str = "ok") -> None:
+        """Jepsen's {:f :assign/:subscribe, :value [k ...]}. Ours carries a seek: a subscribe always
+        seeks the group's committed offsets; Jepsen's assign seeks nothing (null)."""
+        value = {"keys": [KEYS[k] for k in keys], "seek": "committed" if f == "subscribe" else None}
+        self._add(process, "invoke", f, value)
+        self._add(process, type_, f, value)
+
     def invoke_txn(self, process: int, mops: list[tuple]) -> None:
         sends = [{"key": KEYS[m[1]], "value": self.v(m[1], m[2][1] if isinstance(m[2], tuple) else m[2])}
                  for m in mops if m[0] == "send"]
@@ -152,4 +159,112 @@ HISTORIES = {
     "G0": (g0, "G0", 1),
     "G1c-pure-wr": (g1c_pure_wr, "G1c", 1),
     "G1c-ww-wr": (g1c_ww_wr, "G1c", 1),
+}
+
+
+# --- What consumers saw, even in a transaction that failed (issue 35 item 7) ----------------------
+# Jepsen compares each poll's records with its process's read sequence whatever the op's outcome,
+# but only `ok` ops move that sequence on (kafka.clj, poll-skip+nonmonotonic-cases-per-process:
+# last-reads is updated for :ok only); and its version orders take every poll's records, :info and
+# :fail ones included ("pollers ... are *always* supposed to emit safe data"). Assigns and
+# subscribes keep the sequence of every key they still cover (select-keys).
+
+
+def poll_skip(reset: str | None = None) -> list[dict]:
+    """poll-skip-test: process 0 reads x 1 2, then 4, then 7, while others show 3 and 6 exist.
+    reset: None; "xy" (the "with intermediate subscribe" case that still covers x: a subscribe
+    [x y] before the read of 4, an assign [x y] before the read of 7); "y" (a subscribe [y] and an
+    info assign [y]: x is dropped each time)."""
+    j = Jepsen()
+    j.op(0, "ok", [("poll", {"x": [(1, "a"), (2, "b")]})])
+    j.op(1, "ok", [("poll", {"x": [(3, "c")]})])
+    if reset:
+        j.reset(0, "subscribe", ["x", "y"] if reset == "xy" else ["y"])
+    j.op(0, "ok", [("poll", {"x": [(4, "d")]})])
+    if reset:
+        j.reset(0, "assign", ["x", "y"] if reset == "xy" else ["y"], "ok" if reset == "xy" else "info")
+    j.op(2, "ok", [("send", "x", (6, "f"))])
+    j.op(0, "ok", [("poll", {"x": [(7, "g")]})])
+    j.op(3, "info", [("send", "x", s) for s in "abcdg"])
+    return j.events
+
+
+def nonmonotonic_poll(reset: tuple[str, list[str]] | None = None) -> list[dict]:
+    """nonmonotonic-poll-test: process 0 reads x 1 2 3, then 2 3 4, with `reset` = (f, keys)
+    between: a subscribe or assign of [x y] keeps x's sequence, of [y] drops it."""
+    j = Jepsen()
+    j.op(0, "ok", [("send", "x", s) for s in "abcd"])
+    j.op(0, "ok", [("poll", {"x": [(1, "a"), (2, "b"), (3, "c")]})])
+    if reset:
+        j.reset(0, *reset)
+    j.op(0, "ok", [("poll", {"x": [(2, "b"), (3, "c"), (4, "d")]})])
+    return j.events
+
+
+def _ints(j: Jepsen, n: int) -> None:
+    """Process 0 sends x 0 .. n-1 at offsets 0 .. n-1 in one op (Jepsen's "a simple series of ints")."""
+    j.op(0, "ok", [("send", "x", (i, str(i))) for i in range(n)])
+
+
+def txn_abort_good() -> list[dict]:
+    """poll-skip-test "txn abort" / "good": process 1 reads 0 (ok), then 1 2 in a txn that aborts,
+    1 2 in one whose outcome is unknown, and 1 2 in one that commits: it rewound each time."""
+    j = Jepsen()
+    _ints(j, 3)
+    j.op(1, "ok", [("poll", {"x": [(0, "0")]})], txn=True)
+    for outcome in ("fail", "info", "ok"):
+        j.op(1, outcome, [("poll", {"x": [(1, "1"), (2, "2")]})], txn=True)
+    return j.events
+
+
+def txn_abort_no_rollback() -> list[dict]:
+    """poll-skip-test "txn abort" / "abort doesn't roll back": after reading 0 (ok) and 1 2 in an
+    aborted txn, process 1 reads 3 4 in another aborted txn and then 5 (ok): it never rewound."""
+    j = Jepsen()
+    _ints(j, 6)
+    j.op(1, "ok", [("poll", {"x": [(0, "0")]})], txn=True)
+    j.op(1, "fail", [("poll", {"x": [(1, "1"), (2, "2")]})], txn=True)
+    j.op(1, "fail", [("poll", {"x": [(3, "3"), (4, "4")]})], txn=True)
+    j.op(1, "ok", [("poll", {"x": [(5, "5")]})], txn=True)
+    return j.events
+
+
+def txn_info_poll_skip() -> list[dict]:
+    """poll-skip-test "txn abort" / "info can be a poll-skip": as above, but the txn that reads
+    3 4 ends unknown (info), and nothing follows it."""
+    j = Jepsen()
+    _ints(j, 6)
+    j.op(1, "ok", [("poll", {"x": [(0, "0")]})], txn=True)
+    j.op(1, "fail", [("poll", {"x": [(1, "1"), (2, "2")]})], txn=True)
+    j.op(1, "info", [("poll", {"x": [(3, "3"), (4, "4")]})], txn=True)
+    return j.events
+
+
+def duplicate_aborted_txns() -> list[dict]:
+    """duplicate-test "aborted txns": x 0 is sent ok at offset 1, x 1 fails (at offset 2); a poll
+    that fails returns 0 at 11 and 1 at 12. 0 sits at two offsets: a duplicate; 1's write never
+    happened, so its one position is no duplicate. Jepsen's op is a failed :poll; ours is a
+    failed txn of that one poll (only a txn's completion carries records when it is not ok)."""
+    j = Jepsen()
+    j.op(0, "ok", [("send", "x", (1, "0"))])
+    j.op(0, "fail", [("send", "x", (2, "1"))])
+    j.op(1, "fail", [("poll", {"x": [(11, "0"), (12, "1")]})], txn=True)
+    return j.events
+
+
+# name -> (history, {anomaly: the count Jepsen's test expects}); the anomalies not named are Jepsen
+# asserting nothing about them, except txn-abort-good, where Jepsen expects no error at all.
+READ_SEQUENCE_HISTORIES = {
+    "poll-skip": (poll_skip, {"poll-skip": 2}),
+    "poll-skip subscribe [x y], assign [x y]": (lambda: poll_skip("xy"), {"poll-skip": 2}),
+    "poll-skip subscribe [y], assign [y] info": (lambda: poll_skip("y"), {"poll-skip": 0}),
+    "nonmonotonic-poll": (nonmonotonic_poll, {"nonmonotonic-poll": 1}),
+    "nonmonotonic-poll subscribe [x y]": (lambda: nonmonotonic_poll(("subscribe", ["x", "y"])), {"nonmonotonic-poll": 1}),
+    "nonmonotonic-poll assign [x y]": (lambda: nonmonotonic_poll(("assign", ["x", "y"])), {"nonmonotonic-poll": 1}),
+    "nonmonotonic-poll subscribe [y]": (lambda: nonmonotonic_poll(("subscribe", ["y"])), {"nonmonotonic-poll": 0}),
+    "nonmonotonic-poll assign [y]": (lambda: nonmonotonic_poll(("assign", ["y"])), {"nonmonotonic-poll": 0}),
+    "txn abort good": (txn_abort_good, {}),
+    "txn abort doesn't roll back": (txn_abort_no_rollback, {"poll-skip": 2}),
+    "txn info can be a poll-skip": (txn_info_poll_skip, {"poll-skip": 1}),
+    "duplicate aborted txns": (duplicate_aborted_txns, {"duplicate": 1}),
 }
