@@ -268,3 +268,17 @@ READ_SEQUENCE_HISTORIES = {
     "txn info can be a poll-skip": (txn_info_poll_skip, {"poll-skip": 1}),
     "duplicate aborted txns": (duplicate_aborted_txns, {"duplicate": 1}),
 }
+
+
+def nonmonotonic_send(reset: tuple[str, list[str]] | None = None) -> list[dict]:
+    """nonmonotonic-send-test: process 0 sends x c@3 d@4, then a@1 b@2, with `reset` = (f, keys)
+    between. Jepsen: 1 nonmonotonic-send, also across a subscribe/assign of [x y]; none across one
+    of [y] (its client is producer and consumer in one, and a subscribe resets its send sequence).
+    Ours: 1 in every case, a difference kept on purpose: a consumer's assignment says nothing of a
+    producer's order, and our producers and consumers are separate processes anyway."""
+    j = Jepsen()
+    j.op(0, "ok", [("send", "x", (3, "c")), ("send", "x", (4, "d"))])
+    if reset:
+        j.reset(0, *reset)
+    j.op(0, "ok", [("send", "x", (1, "a")), ("send", "x", (2, "b"))])
+    return j.events

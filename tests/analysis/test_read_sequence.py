@@ -115,3 +115,15 @@ def test_the_sentence_says_a_read_was_in_an_aborted_txn_or_across_a_rebalance(tm
     assert all(e["across_rebalance"] for e in exs) and len(exs) == 2
     got = explain.explain(run_dir, {"poll-skip": exs}, None)["examples"]["poll-skip"]
     assert all("across a group rebalance" in g["sentence"] and "aborted" not in g["sentence"] for g in got)
+
+
+@pytest.mark.parametrize("reset, jepsen", [(None, 1), (("subscribe", ["x", "y"]), 1), (("assign", ["x", "y"]), 1),
+                                           (("subscribe", ["y"]), 0), (("assign", ["y"]), 0)])
+def test_a_subscribe_never_resets_a_send_sequence_unlike_jepsen(reset, jepsen):
+    """nonmonotonic-send-test "with intermediate subscribe": where the subscribe keeps x, ours and
+    Jepsen's agree (1); where it drops x, Jepsen resets the sending process's sequence (0) and ours
+    does not (1): see nonmonotonic_send's docstring."""
+    from tests.analysis.jepsen_histories import nonmonotonic_send
+
+    got = reference.counts(nonmonotonic_send(reset))["nonmonotonic-send"]
+    assert got == 1 and (got == jepsen) == (reset is None or "x" in reset[1])
