@@ -5,7 +5,8 @@ harness/provision/java_client.py; the process and its pipes: workloads/drivers/j
 One JVM per driver object hosts every producer and consumer the workloads open, by handle.
 
 How the protocol maps onto the Java client, where it does not map one to one:
-- `send` only writes a request line and returns: the record's outcome comes back on the driver's
+- `send` only writes a request line and returns (the line may wait up to 2 ms for others, to
+  write them together: java_worker.py's FLUSH_S): the record's outcome comes back on the driver's
   reader thread, which calls on_ok/on_error there (base.py allows it; the recorder is thread-safe).
   Nothing is refused synchronously (KafkaProducer.send may append a record and then throw), so
   `send` raises only QueueFull (more than `queue.buffering.max.messages` sends unresolved, 100,000
@@ -33,7 +34,7 @@ from typing import Any
 from harness.provision.java_client import client_version, ensure_java_client
 from workloads.drivers.base import (BEGINNING, Batch, ClientError, ClientException, OnAssign, OnError, OnOk,
                                     OnProducerId, QueueFull, Record)
-from workloads.drivers.java_worker import JVM_EXITED, Worker, error_from
+from workloads.drivers.java_worker import JVM_EXITED, Worker
 
 MAX_PENDING = 100_000  # librdkafka's queue.buffering.max.messages default
 TXN_MAX_BLOCK_MS = 30_000
@@ -56,7 +57,8 @@ class JavaProducer:
         self._worker, self._on_ok, self._on_error, self._on_producer_id = worker, on_ok, on_error, on_producer_id
         self._lock = threading.Lock()
         self._resolved = threading.Condition(self._lock)
-        self._served = threading.Event()
+        self._served = threading.Event()  # set by an outcome while a poll waits for one
+        self._polling = False
         self._pending: dict[int, tuple[int, int]] = {}  # send's sequence -> (partition, value), until its outcome arrives
         self._unserved = 0  # sends whose outcome has not been handed to on_ok/on_error yet
         self._dead: ClientError | None = None
@@ -78,7 +80,8 @@ class JavaProducer:
             self._unserved += 1
         t = self._topics.get(topic) or self._topics.setdefault(topic, json.dumps(topic).encode())
         try:
-            self._worker.write(b'{"op":"send","h":%d,"s":%d,"t":%s,"p":%d,"v":%d}\n' % (self.h, s, t, partition, value))
+            self._worker.write(b'{"op":"send","h":%d,"s":%d,"t":%s,"p":%d,"v":%d}\n' % (self.h, s, t, partition, value),
+                               soon=True)
         except ClientException:
             with self._lock:  # unless the reader thread already gave it an outcome (the JVM's death)
                 mine = self._pending.pop(s, None) is not None
@@ -87,18 +90,25 @@ class JavaProducer:
             if mine:
                 raise
 
-    def outcome(self, s: int, reply: dict[str, Any]) -> None:
-        """On the reader thread: the JVM's outcome of send `s`."""
+    def ok(self, s: int, offset: int) -> None:
+        """On the reader thread: send `s` was written at `offset`."""
+        with self._lock:
+            sent = self._pending.pop(s, None)
+        if sent is not None:
+            try:
+                self._on_ok(sent[0], sent[1], offset, None)
+            finally:
+                with self._lock:
+                    self._settle()
+
+    def failed(self, s: int, error: ClientError) -> None:
+        """On the reader thread: send `s` failed with `error`."""
         with self._lock:
             sent = self._pending.pop(s, None)
         if sent is None:  # a second outcome: KafkaProducer calls back twice when send() threw after the append
             return
         try:
-            err = reply.get("err")
-            if err is None:
-                self._on_ok(sent[0], sent[1], reply["o"], None)
-            else:
-                self._on_error(sent[0], sent[1], error_from(err))
+            self._on_error(sent[0], sent[1], error)
         finally:
             with self._lock:
                 self._settle()
@@ -121,14 +131,17 @@ class JavaProducer:
 
     def _settle(self) -> None:  # with self._lock held
         self._unserved -= 1
-        self._served.set()
+        if self._polling:
+            self._served.set()
         if self._unserved == 0:
             self._resolved.notify_all()
 
     def poll(self, timeout_s: float) -> None:
         if timeout_s > 0:  # outcomes are served by the reader thread: only wait for one
             self._served.clear()
+            self._polling = True
             self._served.wait(timeout_s)
+            self._polling = False
 
     def flush(self, timeout_s: float) -> int:
         with self._lock:

@@ -19,6 +19,7 @@ import logging
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,7 +32,9 @@ log = logging.getLogger(__name__)
 # timeout, or max.block.ms: 60 s by default), so only a hung JVM is caught here.
 SLACK_S = 120.0
 JVM_OPTIONS = ("-XX:+UseSerialGC", "-Xmx1g", "-XX:+ExitOnOutOfMemoryError")
-JVM_EXITED = "JvmExited"  # the name of every outcome and call the JVM's death cut short
+JVM_EXITED = "JvmExited"
+BUFFER_BYTES = 16_384  # send lines are written when this many wait, or FLUSH_S after the last write
+FLUSH_S = 0.002  # the name of every outcome and call the JVM's death cut short
 
 
 def error_from(e: dict[str, Any]) -> ClientError:
@@ -43,7 +46,9 @@ def error_from(e: dict[str, Any]) -> ClientError:
 class Outcomes(Protocol):
     """What the reader thread calls on a producer (workloads/drivers/java.py's JavaProducer)."""
 
-    def outcome(self, s: int, reply: dict[str, Any]) -> None: ...
+    def ok(self, s: int, offset: int) -> None: ...
+
+    def failed(self, s: int, error: ClientError) -> None: ...
 
     def producer_id(self, pid: int, epoch: int) -> None: ...
 
@@ -75,6 +80,8 @@ class Worker:
         assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
         self._stdin = self.proc.stdin.fileno()
         self._write_lock = threading.Lock()
+        self._buffer = bytearray()  # request lines not written yet (sends only: `write(soon=True)`)
+        self._written_at = 0.0
         self._lock = threading.Lock()  # guards _calls, producers and dead
         self._calls: dict[int, _Waiter] = {}
         self._ids = itertools.count(1)
@@ -84,23 +91,52 @@ class Worker:
         self._reader = threading.Thread(target=self._read, name=f"java-worker-{self.proc.pid}", daemon=True)
         self._reader.start()
         threading.Thread(target=self._read_stderr, name=f"java-worker-{self.proc.pid}-stderr", daemon=True).start()
+        threading.Thread(target=self._flush_soon, name=f"java-worker-{self.proc.pid}-flush", daemon=True).start()
 
     @property
     def pid(self) -> int:
         return self.proc.pid
 
-    def write(self, line: bytes) -> None:
-        """One request line. Raises ClientException(JvmExited) if the JVM is gone."""
+    def write(self, line: bytes, soon: bool = False) -> None:
+        """One request line, written now, after every line written `soon` before it. Raises
+        ClientException(JvmExited) if the JVM is gone.
+
+        `soon` (sends): the line may wait in a buffer until more follow, at most FLUSH_S. One write
+        a send made the sending thread give up the GIL once a send, and the reader thread take it:
+        at full speed that ping-pong cost more than the rest of a send together."""
         if self.dead is not None:
             raise ClientException(self.dead)
         try:
-            with self._write_lock:  # one line at a time: os.write writes it whole on a blocking pipe
-                view = memoryview(line)
-                while view:
-                    view = view[os.write(self._stdin, view):]
+            with self._write_lock:
+                self._buffer += line
+                now = time.monotonic()
+                if not soon or len(self._buffer) >= BUFFER_BYTES or now - self._written_at >= FLUSH_S:
+                    self._flush(now)
         except OSError as exc:  # EPIPE: the JVM closed its stdin by dying
             raise ClientException(self.dead or ClientError(JVM_EXITED, f"the Java client's JVM is gone ({exc})",
                                                            fatal=True)) from None
+
+    def _flush(self, now: float) -> None:  # with _write_lock held
+        view = memoryview(self._buffer)
+        try:
+            while view:  # a blocking pipe takes it whole, unless a signal cuts a write short
+                view = view[os.write(self._stdin, view):]
+        finally:
+            view.release()
+            self._buffer.clear()
+            self._written_at = now
+
+    def _flush_soon(self) -> None:
+        """The buffer's timer: lines written `soon` leave within FLUSH_S even when no other follows."""
+        while self.dead is None and self.proc.poll() is None:
+            time.sleep(FLUSH_S)
+            if self._buffer:
+                try:
+                    with self._write_lock:
+                        if self._buffer:
+                            self._flush(time.monotonic())
+                except OSError:
+                    return  # the JVM is gone: the reader thread gives the buffered sends their outcome
 
     def call(self, op: str, timeout_s: float, **fields: Any) -> dict[str, Any]:
         """One request with an id; its reply's fields, or ClientException with the JVM's error."""
@@ -143,10 +179,16 @@ class Worker:
     # --- the reader thread ------------------------------------------------------------
     def _read(self) -> None:
         assert self.proc.stdout is not None
+        producers = self.producers
         for line in self.proc.stdout:
             try:
-                reply = json.loads(line)
-                self._route(reply)
+                if line[:1] == b"+":  # a send written: "+H S OFFSET", most of the lines
+                    h, s, offset = line[1:].split()
+                    producer = producers.get(int(h))
+                    if producer is not None:
+                        producer.ok(int(s), int(offset))
+                    continue
+                self._route(json.loads(line))
             except Exception:  # a callback's error must not stop every other client's outcomes
                 log.exception("java worker %s: reply %r", self.proc.pid, line[:300])
         self._ended()
@@ -156,7 +198,7 @@ class Worker:
         if s is not None:
             producer = self.producers.get(reply["h"])
             if producer is not None:
-                producer.outcome(s, reply)
+                producer.failed(s, error_from(reply["err"]))
         elif "id" in reply:
             with self._lock:
                 waiter = self._calls.pop(reply["id"], None)
