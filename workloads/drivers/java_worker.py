@@ -88,6 +88,7 @@ class Worker:
         self.producers: dict[int, Outcomes] = {}
         self.dead: ClientError | None = None
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
+        self._complained: set[type] = set()
         self._reader = threading.Thread(target=self._read, name=f"java-worker-{self.proc.pid}", daemon=True)
         self._reader.start()
         threading.Thread(target=self._read_stderr, name=f"java-worker-{self.proc.pid}-stderr", daemon=True).start()
@@ -189,8 +190,14 @@ class Worker:
                         producer.ok(int(s), int(offset))
                     continue
                 self._route(json.loads(line))
-            except Exception:  # a callback's error must not stop every other client's outcomes
-                log.exception("java worker %s: reply %r", self.proc.pid, line[:300])
+            except Exception as exc:  # a callback's error must not stop every other client's outcomes
+                # Once per kind: a producer whose history closed first (RecorderClosed) fails once per outcome.
+                if type(exc) not in self._complained:
+                    self._complained.add(type(exc))
+                    log.exception("java worker %s: reply %r (later %s are logged at debug level)", self.proc.pid,
+                                  line[:300], type(exc).__name__)
+                else:
+                    log.debug("java worker %s: reply %r: %r", self.proc.pid, line[:300], exc)
         self._ended()
 
     def _route(self, reply: dict[str, Any]) -> None:
