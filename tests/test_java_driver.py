@@ -58,10 +58,11 @@ def driver():
     d.close()
 
 
-def test_the_registry_makes_the_java_driver_with_a_version_and_refuses_a_bad_one():
-    made = drivers.make("java", KNOWN_VERSIONS[-1])
+def test_the_registry_makes_the_java_driver_with_a_version_and_refuses_a_bad_one(tmp_path):
+    made = drivers.make("java", KNOWN_VERSIONS[-1], log_path=tmp_path / "java-client.log")
     try:
         assert isinstance(made, JavaDriver) and made.client.version == KNOWN_VERSIONS[-1]
+        assert made.log_path == tmp_path / "java-client.log"
         versions = made.versions()
         assert versions["kafka-clients"] == KNOWN_VERSIONS[-1] and versions["java"].split(".")[0].isdigit()
     finally:

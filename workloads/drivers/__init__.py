@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from pathlib import Path
 
 from harness.errors import HarnessError
 from workloads.drivers.base import Driver
 
 DEFAULT = "librdkafka"
 
-DRIVERS: dict[str, str] = {  # name -> "module:Class", made with no arguments, or with version= when one is given
+DRIVERS: dict[str, str] = {  # name -> "module:Class", made with version= and log_path= where it takes them and they are given
     "librdkafka": "workloads.drivers.librdkafka:LibrdkafkaDriver",
     "java": "workloads.drivers.java:JavaDriver",
 }
@@ -31,21 +32,25 @@ def names() -> tuple[str, ...]:
     return tuple(DRIVERS)
 
 
-def make(name: str = DEFAULT, version: str | None = None) -> Driver:
+def make(name: str = DEFAULT, version: str | None = None, log_path: Path | None = None) -> Driver:
     """A new driver of the client `name`, of client version `version` (None: the driver's default).
-    Raises HarnessError for an unknown name, or a version the driver cannot give. Call its close()
-    when done (the Java driver's JVM ends then)."""
+    `log_path`: where a driver whose client logs on its own writes that log (the Java client's, at
+    INFO); drivers that log through Python's logging ignore it. Raises HarnessError for an unknown
+    name, or a version the driver cannot give. Call its close() when done (the Java driver's JVM
+    ends then)."""
     try:
         home = DRIVERS[name]
     except KeyError:
         raise HarnessError(f"unknown client driver {name!r}.", hint=f"use one of: {', '.join(DRIVERS)}") from None
     module, cls = home.split(":")
     factory = getattr(importlib.import_module(module), cls)
+    takes = inspect.signature(factory).parameters
+    options = {"log_path": log_path} if log_path is not None and "log_path" in takes else {}
     if version is None:
-        return factory()
-    if "version" in inspect.signature(factory).parameters:
-        return factory(version=version)
-    driver = factory()  # a client of one installed version: that one, or a clear no
+        return factory(**options)
+    if "version" in takes:
+        return factory(version=version, **options)
+    driver = factory(**options)  # a client of one installed version: that one, or a clear no
     installed = driver.versions()
     if version not in installed.values():
         raise HarnessError(f"client version {version!r} is not available for the {name} driver: it runs "
