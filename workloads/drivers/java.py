@@ -26,7 +26,6 @@ How the protocol maps onto the Java client, where it does not map one to one:
 from __future__ import annotations
 
 import itertools
-import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,13 @@ MAX_PENDING = 100_000  # librdkafka's queue.buffering.max.messages default
 TXN_MAX_BLOCK_MS = 30_000
 OPEN_TIMEOUT_S = 30.0
 CLOSE_TIMEOUT_S = 5.0
+
+
+def _topic(topic: str) -> bytes:
+    """A topic name as a send line carries it: Kafka's legal names ([a-zA-Z0-9._-]) contain no space."""
+    if not topic or any(c.isspace() for c in topic):
+        raise ClientException(ClientError("InvalidTopicException", f"invalid topic name {topic!r}"))
+    return topic.encode()
 
 
 def _settings(settings: dict[str, Any]) -> dict[str, Any]:
@@ -70,6 +76,7 @@ class JavaProducer:
 
     # --- sends and their outcomes -----------------------------------------------------
     def send(self, topic: str, partition: int, value: int) -> None:
+        t = self._topics.get(topic) or self._topics.setdefault(topic, _topic(topic))  # refused here: never sent
         s = next(self._seq)
         with self._lock:
             if self._dead is not None:
@@ -78,10 +85,8 @@ class JavaProducer:
                 raise QueueFull(f"{len(self._pending)} sends unresolved (queue.buffering.max.messages)")
             self._pending[s] = (partition, value)
             self._unserved += 1
-        t = self._topics.get(topic) or self._topics.setdefault(topic, json.dumps(topic).encode())
-        try:
-            self._worker.write(b'{"op":"send","h":%d,"s":%d,"t":%s,"p":%d,"v":%d}\n' % (self.h, s, t, partition, value),
-                               soon=True)
+        try:  # the one request that is not JSON (Worker.java): ">H S P V TOPIC"
+            self._worker.write(b">%d %d %d %d %s\n" % (self.h, s, partition, value, t), soon=True)
         except ClientException:
             with self._lock:  # unless the reader thread already gave it an outcome (the JVM's death)
                 mine = self._pending.pop(s, None) is not None

@@ -44,13 +44,6 @@ final class ProducerHandle extends Handle {
     @Override
     void request(String op, long id, JsonNode req) {
         switch (op) {
-            case "send":
-                long s = req.path("s").asLong();
-                String topic = req.path("t").asText();
-                int p = req.path("p").asInt();
-                long v = req.path("v").asLong();
-                execute(() -> send(s, topic, p, v));
-                return;
             case "init_transactions":
                 submit(id, () -> {
                     producer.initTransactions();
@@ -110,7 +103,12 @@ final class ProducerHandle extends Handle {
         }
     }
 
-    private void send(long s, String topic, int p, long v) {
+    /** Queue one send on this producer's thread (from the stdin thread: Worker.send). */
+    void send(long s, String topic, int p, long v) {
+        execute(() -> doSend(s, topic, p, v));
+    }
+
+    private void doSend(long s, String topic, int p, long v) {
         Outcome outcome = new Outcome(s);
         try {
             producer.send(new ProducerRecord<>(topic, p, null, Long.toString(v).getBytes(StandardCharsets.US_ASCII)),

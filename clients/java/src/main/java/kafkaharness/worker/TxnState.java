@@ -24,6 +24,8 @@ final class TxnState {
     static final TxnState NONE = new TxnState(null);
     private static volatile boolean warned;
     private static final Map<String, Method> METHODS = new ConcurrentHashMap<>(); // looked up once
+    private static volatile Field PID;
+    private static volatile Field EPOCH;
 
     private final Object manager; // null: not idempotent, or not readable
 
@@ -49,9 +51,13 @@ final class TxnState {
             return null;
         }
         try {
-            long pid = pe.getClass().getField("producerId").getLong(pe);
-            long epoch = pe.getClass().getField("epoch").getShort(pe);
-            return new long[] {pid, epoch};
+            Field pid = PID;
+            Field epoch = EPOCH;
+            if (pid == null || pid.getDeclaringClass() != pe.getClass()) { // looked up once, not per outcome
+                PID = pid = pe.getClass().getField("producerId");
+                EPOCH = epoch = pe.getClass().getField("epoch");
+            }
+            return new long[] {pid.getLong(pe), epoch.getShort(pe)};
         } catch (ReflectiveOperationException | RuntimeException e) {
             warn(e);
             return null;
