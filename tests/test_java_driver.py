@@ -88,8 +88,8 @@ def test_the_jvm_exits_when_the_driver_closes_its_stdin(driver):
     pid = driver.worker().pid
     began = time.monotonic()
     driver.close()
-    assert gone(pid, 3), "the JVM outlived its stdin"
-    assert time.monotonic() - began < 3
+    assert gone(pid, 5), "the JVM outlived its stdin"
+    assert time.monotonic() - began < 5  # it halts at once; the margin is for a loaded 2-core machine
     with pytest.raises(ClientException, match="closed"):
         driver.producer({"bootstrap.servers": "x:1"}, lambda *a: None, lambda *a: None)
 
