@@ -25,7 +25,7 @@ import pytest
 
 from harness.chaos_matrix import (DEFAULT_NEMESES, DEFAULT_PROFILES, DEFAULT_RUNNER, DEFAULT_TIME_LIMIT_S,
                                   DEFAULT_WORKLOADS, ChaosCase, ChaosSettings, parse_seeds, parse_settings, split_list)
-from harness.provision.settings import DEFAULT_KAFKA_VERSION
+from harness.provision.settings import NIGHTLY_KAFKA_VERSIONS
 from harness.experiments.regression import DEFAULT_VERSIONS as REGRESSION_VERSIONS
 from harness.experiments.regression import recipe_for
 
@@ -70,7 +70,8 @@ class RunLine:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("chaos", "nightly chaos matrix (select with -m chaos)")
-    g.addoption("--kafka-versions", default=DEFAULT_KAFKA_VERSION, help=f"Comma-separated Kafka versions (default {DEFAULT_KAFKA_VERSION}).")
+    g.addoption("--kafka-versions", default=",".join(NIGHTLY_KAFKA_VERSIONS),
+                help=f"Comma-separated Kafka versions (default {','.join(NIGHTLY_KAFKA_VERSIONS)}).")
     g.addoption("--chaos-time-limit", default=DEFAULT_TIME_LIMIT_S, type=float, help="Seconds of workload per run (default 60).")
     g.addoption("--chaos-seeds", default="1", help="A count N (seeds 1..N), a list '3,7' or a range '5..8' (default 1).")
     g.addoption("--chaos-store", default="store/nightly", help="Store folder for the run directories and index.html (default store/nightly).")

@@ -182,7 +182,9 @@ def test_fast_failover_on_the_default_version(tmp_path):
 
 @pytest.mark.docker
 @pytest.mark.slow
-@pytest.mark.parametrize("version, lost", [("0.10.2.2", 1), ("4.3.1", 0)])
+# The fixed version's half runs in the nightly (-m chaos, 123 s under load): the default suite keeps
+# the half that must find the loss, which is the one that can fail silently.
+@pytest.mark.parametrize("version, lost", [("0.10.2.2", 1), pytest.param("4.3.1", 0, marks=pytest.mark.chaos)])
 def test_hw_truncation_loses_the_acknowledged_record_only_before_kip_101(tmp_path, version, lost):
     """KIP-101 scenario 1: m2, acknowledged by all three replicas, is truncated by follower A
     when it starts following C (0.10.2 truncates to the high watermark) and lost when A is then

@@ -12,7 +12,10 @@ from pathlib import Path
 # The Kafka version a run uses unless told otherwise (newest complete 4.x
 # release on Maven Central when this was pinned). Override: --kafka-version
 # or KAFKA_HARNESS_KAFKA_VERSION.
-DEFAULT_KAFKA_VERSION = "4.3.1"
+DEFAULT_KAFKA_VERSION = "4.4.0"
+# The nightly matrix's versions (`pytest -m chaos --kafka-versions`): the newest release and the one
+# before it, so that a finding on the newest is read against the last release that had none.
+NIGHTLY_KAFKA_VERSIONS = (DEFAULT_KAFKA_VERSION, "4.3.1")
 KAFKA_VERSION_ENV = "KAFKA_HARNESS_KAFKA_VERSION"
 
 # Docker label put on every container and network the harness creates;

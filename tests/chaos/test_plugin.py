@@ -17,8 +17,8 @@ pytest_plugins = ["pytester"]
 
 NIGHTLY = (Path(__file__).parent / "test_nightly.py").read_text()
 PLUGIN = ("-p", "harness.pytest_chaos")
-DEFAULT_IDS = [f"queue-{n}-{p}-4.3.1-seed1" for n in ("partition", "kill", "pause", "clock", "loss", "partition+kill+pause+clock")
-               for p in ("safe", "unsafe")]
+DEFAULT_IDS = [f"queue-{n}-{p}-{v}-seed1" for n in ("partition", "kill", "pause", "clock", "loss", "partition+kill+pause+clock")
+               for p in ("safe", "unsafe") for v in ("4.4.0", "4.3.1")]
 
 
 @pytest.fixture
@@ -33,11 +33,12 @@ def collected_ids(result: pytest.RunResult) -> list[str]:
 
 def run(suite: pytest.Pytester, runner: str, *args: str) -> pytest.RunResult:
     store = suite.path / "store"
+    one_version = () if "--kafka-versions" in args else ("--kafka-versions", "4.4.0")  # -k picks one case, not one per version
     return suite.runpytest(*PLUGIN, "-m", "chaos", "--chaos-runner", f"tests.chaos.synthetic_runner:{runner}",
-                           "--chaos-store", str(store), *args)
+                           "--chaos-store", str(store), *one_version, *args)
 
 
-def test_default_matrix_is_twelve_runs_with_readable_ids(suite):
+def test_default_matrix_is_twenty_four_runs_on_the_newest_two_releases_with_readable_ids(suite):
     result = suite.runpytest(*PLUGIN, "-m", "chaos", "--collect-only", "-q")
     assert collected_ids(result) == DEFAULT_IDS
 
@@ -55,7 +56,7 @@ def test_shards_split_the_matrix_into_disjoint_shares_that_cover_it(suite):
     shares = [collected_ids(suite.runpytest(*PLUGIN, "-m", "chaos", "--collect-only", "-q", "--chaos-shard", f"{i}/5"))
               for i in range(1, 6)]
     assert sorted(i for share in shares for i in share) == sorted(DEFAULT_IDS)  # each case once, in some share
-    assert [len(share) for share in shares] == [3, 3, 2, 2, 2]
+    assert [len(share) for share in shares] == [5, 5, 5, 5, 4]
     assert shares[0][:2] == [DEFAULT_IDS[0], DEFAULT_IDS[5]]  # round-robin: a mix of the matrix in each
 
 
@@ -72,7 +73,7 @@ def test_k_selects_one_case(suite):
 
 def test_without_m_chaos_nothing_runs(suite):
     result = suite.runpytest(*PLUGIN, "-m", "not chaos")
-    result.assert_outcomes(deselected=12)
+    result.assert_outcomes(deselected=24)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -101,7 +102,7 @@ def test_failure_report_shows_run_dir_headline_examples_and_report(suite):
     result = run(suite, "lossy", "-k", "queue-kill-safe")
     result.assert_outcomes(failed=1, deselected=11)
     out = result.stdout.str()
-    run_dir = next((suite.path / "store").glob("*-queue-kill-safe-4.3.1-seed1"))
+    run_dir = next((suite.path / "store").glob("*-queue-kill-safe-4.4.0-seed1"))
     assert "verdict invalid, expected valid for profile safe" in out
     assert f"run directory: {run_dir}" in out
     assert "headline: lost 1  duplicated 0  reordered 0  diverged 0" in out
@@ -148,9 +149,9 @@ def test_junit_properties_and_dashboard(suite):
     result.assert_outcomes(passed=4)
     cases = ET.parse(xml).getroot().iter("testcase")
     props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in cases}
-    first = props["test_nightly[queue-kill-safe-4.3.1-seed1]"]
+    first = props["test_nightly[queue-kill-safe-4.4.0-seed1]"]
     assert first["verdict"] == "valid" and first["lost"] == "0" and first["duplicated"] == "0"
-    assert first["run_id"].endswith("queue-kill-safe-4.3.1-seed1")
+    assert first["run_id"].endswith("queue-kill-safe-4.4.0-seed1")
     assert Path(first["run_dir"]).name == first["run_id"] and first["report"].endswith("report.html")
     index = suite.path / "store" / "index.html"
     assert index.exists() and f"dashboard: {index}" in result.stdout.str()
@@ -240,7 +241,7 @@ def test_a_run_with_no_verdict_is_retried_once_and_both_attempts_are_kept(suite)
     assert (Path(props["attempt1_run_dir"]) / "FAILED").exists()  # the original stays in the store
     assert Path(props["run_dir"]).is_dir() and props["run_dir"] != props["attempt1_run_dir"]
     out = result.stdout.str()
-    assert "queue-kill-safe-4.3.1-seed1 (attempt 1)" in out and "FAILED" in out and "2 run(s) in" in out
+    assert "queue-kill-safe-4.4.0-seed1 (attempt 1)" in out and "FAILED" in out and "2 run(s) in" in out
 
 
 def test_a_verdict_is_never_retried_away(suite):
