@@ -171,3 +171,19 @@ def test_a_typo_on_the_command_line_exits_2_before_any_container(tmp_path):
                              "--producer-config", "lingr.ms=5"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stderr
     assert "lingr.ms" in result.stderr and "linger.ms" in result.stderr and not (tmp_path / "s").exists()
+
+
+def test_the_verdict_names_the_setting_that_permitted_an_anomaly():
+    from analysis.rules.permissions import allowed
+
+    def reasons(given):
+        return allowed({"profile": apply(SAFE, given).as_dict(), "workload": "queue", "config_format": 2})
+
+    permitted, why = reasons({"producer": {"acks": "1"}})
+    assert {"lost-write", "duplicate"} <= permitted and "acks=1 (acks: --producer-config)" in why
+    assert any("implied by acks=1 (--producer-config)" in r for r in why)
+    permitted, why = reasons({"broker": {"min.insync.replicas": "1"}})
+    assert "lost-write" in permitted and why == ["min.insync.replicas<2 (min.insync.replicas: --broker-config "
+                                                 "min.insync.replicas, inherited by the topic)"]
+    assert reasons({"topic": {"min.insync.replicas": "3"}}) == (set(), [])  # stricter than safe permits nothing more
+    assert allowed({"profile": get_profile("unsafe").as_dict(), "workload": "queue"})[1][0] == "acks=1"  # a profile's own run

@@ -136,11 +136,31 @@ def allowed(record: RecordLike) -> tuple[set[str], list[str]]:
     workload = record.workload or "queue"
     permitted: set[str] = set()
     reasons: list[str] = []
+    sources = profile.get("sources") if isinstance(profile.get("sources"), dict) else {}
     for description, applies, anomalies in RULES:
         if applies(profile, workload):
             permitted |= anomalies
-            reasons.append(description)
+            reasons.append(description + _set_by(description, sources))
     return {a for a in ANOMALIES if a in permitted}, reasons
+
+
+# The settings each rule reads, so that a run given its own settings (workloads/profile_settings.py
+# records who set each key) says which of them permitted what: `acks=1 (--producer-config)`.
+RULE_KEYS = {
+    "acks=0": ("acks",), "acks=1": ("acks",),
+    "unclean.leader.election.enable=true": ("unclean.leader.election.enable",),
+    "min.insync.replicas<2": ("min.insync.replicas",), "replication.factor<3": ("replication.factor",),
+    "no idempotence with retries": ("enable.idempotence", "retries"),
+    "no idempotence with retries and max.in.flight>1": ("enable.idempotence", "retries", "max.in.flight"),
+    "read_uncommitted consumer in the txn workload": ("isolation.level",),
+}
+
+
+def _set_by(description: str, sources: Mapping[str, Any]) -> str:
+    """' (acks: --producer-config)' for the rule's settings a user gave; '' for a profile's own run."""
+    keys = RULE_KEYS.get(description) or (("delivery.timeout.ms", "enable.idempotence") if "delivery.timeout.ms" in description else ())
+    said = [f"{key}: {sources[key]}" for key in keys if isinstance(sources.get(key), str) and not sources[key].startswith("profile ")]
+    return f" ({'; '.join(said)})" if said else ""
 
 
 def model_permitted(counts: dict[str, int], g1c_wr_only: int = 0) -> tuple[set[str], list[str]]:
