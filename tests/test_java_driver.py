@@ -80,7 +80,8 @@ def test_a_kafka_clients_version_missing_from_maven_central_names_versions_that_
     with pytest.raises(HarnessError, match="kafka-clients 4.9.9 is not available") as refused:
         ensure_java_client("4.9.9")
     assert "4.4.0" in refused.value.hint and "4.3.1" in refused.value.hint
-    assert not (tmp_path / "java-client" / "4.9.9").exists()  # nothing half-built is left as if complete
+    assert not list((tmp_path / "java-client").rglob("manifest.json"))  # nothing half-built is left as if complete
+    assert [p.name for p in (tmp_path / "java-client" / "4.9.9").iterdir()] == [".lock"]  # and no scratch either
 
 
 def test_the_jvm_exits_when_the_driver_closes_its_stdin(driver):

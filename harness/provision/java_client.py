@@ -1,10 +1,12 @@
 """The Java client worker (clients/java/) for one kafka-clients version, built with Maven.
 
-Each version lives in `<cache>/java-client/<version>/`: `worker.jar` (the worker's own classes),
-`libs/` (kafka-clients and the rest of its runtime classpath, copied from Maven Central) and a
-`manifest.json`, written last, that marks the folder complete. The manifest keeps a hash of
-clients/java's sources, so an edited worker is built again instead of a stale one being run.
-Built on first use under a file lock (two runs wanting the same version wait for each other).
+Each build lives in `<cache>/java-client/<version>/<sources>/`: `worker.jar` (the worker's own
+classes), `libs/` (kafka-clients and the rest of its runtime classpath, copied from Maven Central)
+and a `manifest.json`, written last, that marks the folder complete. `<sources>` is a hash of
+clients/java's sources: an edited worker is built anew beside the old build instead of over it,
+because a checkout at another commit may be running the old one (a JVM loads its classes from its
+jars lazily, so replacing them under it would break it later). Built on first use under a file
+lock (two runs wanting the same version wait for each other).
 """
 
 from __future__ import annotations
@@ -75,8 +77,9 @@ def sources_hash() -> str:
     return digest.hexdigest()
 
 
-def client_dir(version: str) -> Path:
-    return cache_dir() / "java-client" / version
+def client_dir(version: str, sources: str | None = None) -> Path:
+    """The build of `version` from the current sources (or from `sources`, a sources_hash())."""
+    return cache_dir() / "java-client" / version / (sources or sources_hash())[:16]
 
 
 def check_version(version: str) -> None:
@@ -89,12 +92,13 @@ def check_version(version: str) -> None:
 
 
 def load_cached(version: str) -> JavaClient | None:
-    root = client_dir(version)
+    sources = sources_hash()
+    root = client_dir(version, sources)
     try:
         manifest = json.loads((root / "manifest.json").read_text())
     except (OSError, ValueError):
         return None
-    if manifest.get("sources") != sources_hash() or manifest.get("kafka_clients") != version:
+    if manifest.get("sources") != sources or manifest.get("kafka_clients") != version:
         return None
     return JavaClient(version, root)
 
@@ -108,7 +112,7 @@ def ensure_java_client(version: str | None = None) -> JavaClient:
         return cached
     root = client_dir(version)
     root.parent.mkdir(parents=True, exist_ok=True)
-    with open(root.parent / f".{version}.lock", "w") as lock:
+    with open(root.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         cached = load_cached(version)
         if cached:
@@ -130,7 +134,7 @@ def build_into(version: str, root: Path) -> JavaClient:
         jars = sorted(p.name for p in (out / "libs").glob("*.jar"))
         (out / "manifest.json").write_text(json.dumps(
             {"kafka_clients": version, "sources": source_hash, "main": MAIN_CLASS, "jars": jars}, indent=1))
-        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)  # an incomplete build of these very sources (no manifest)
         out.rename(root)  # atomic: a folder with a manifest is always complete
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
