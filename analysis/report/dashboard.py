@@ -29,9 +29,19 @@ from harness.history.record import EMPTY, RecordError, RunRecord, read_record
 
 COLOURS = {"valid": "#1b8a3a", "invalid": "#c62828", "unknown": "#d98c00", "stale": "#7c3aed", "unchecked": "#6b7280"}
 COLUMNS = [("date", False), ("run", False), ("Kafka", False), ("nemeses", False), ("workload", False),
-           ("profile", False), ("verdict", False), ("lost", True), ("duplicated", True), ("reordered", True),
+           ("profile", False), ("client", False), ("verdict", False), ("lost", True), ("duplicated", True), ("reordered", True),
            ("diverged", True), ("other", True), ("events", True), ("duration s", True)]
 RUN_ID_TIME = re.compile(r"^(\d{8}T\d{6})")
+
+
+def _client(record: RunRecord) -> str:
+    """'java 4.4.0', 'librdkafka 2.16.0': the run's client library and its version (config.json
+    `client`); runs from before the choice of client ran librdkafka, which their row says."""
+    client = record.raw.get("client") if isinstance(record.raw.get("client"), dict) else {}
+    name = client.get("name") if isinstance(client.get("name"), str) else "librdkafka"
+    versions = client.get("versions") if isinstance(client.get("versions"), dict) else {}
+    own = versions.get({"librdkafka": "librdkafka", "java": "kafka-clients"}.get(name, name))
+    return f"{name} {own}" if own else name
 
 
 def _load(path: Path) -> dict[str, Any] | None:
@@ -80,6 +90,7 @@ def collect_runs(store: Path) -> list[dict[str, Any]]:
             "nemesis": "+".join(sorted(record.nemesis or run.get("nemesis") or [])) or "none",
             "workload": record.workload or run.get("workload") or "?",
             "profile": record.profile_name or run.get("profile") or "?",
+            "client": _client(record),
             "verdict": "stale" if stale else (results or {}).get("verdict", "unchecked") if (results or {}).get("verdict") in COLOURS else "unchecked",
             "stale": stale,
             **{k: head.get(k) if results and not stale else None for k in HEADLINE},

@@ -117,8 +117,19 @@ def _facts(run_dir: Path, record: RecordLike, cluster: dict[str, Any] | None,
         w = lag.get("worst") or {}
         facts.append(("consumer realtime lag", f"max {html.fmt(lag.get('max_ms'))} ms (process {w.get('process')}, "
                       f"partition {w.get('key')}), p50 {html.fmt(lag.get('p50_ms'))} ms, p99 {html.fmt(lag.get('p99_ms'))} ms"))
-    if cluster and isinstance(cluster.get("client"), dict):
-        facts.append(("client library", ", ".join(f"{k} {v}" for k, v in cluster["client"].items())))
+    client = c.raw.get("client") if isinstance(c.raw.get("client"), dict) else {}
+    versions = client.get("versions") if isinstance(client.get("versions"), dict) else (cluster or {}).get("client")
+    if isinstance(versions, dict) and versions:
+        named = f"{client['name']}: " if isinstance(client.get("name"), str) else ""
+        facts.append(("client library", named + ", ".join(f"{k} {v}" for k, v in versions.items())))
+    nodes = [*((cluster or {}).get("dedicated_controllers") or []), *((cluster or {}).get("brokers") or [])]
+    if any(isinstance(n, dict) and n.get("roles") for n in nodes):  # which node does what: dedicated controllers show here
+        facts.append(("nodes", "; ".join(f"{n.get('node_id')}: {'+'.join(n.get('roles') or ['broker (ZooKeeper)'])}"
+                                         for n in sorted(nodes, key=lambda n: n.get("node_id") or 0) if isinstance(n, dict))))
+    given = c.raw.get("settings") if isinstance(c.raw.get("settings"), dict) else {}
+    if given:  # the user's own settings, as given (secrets REDACTED): harness/kafka_settings
+        facts.append(("settings given", "; ".join(f"--{scope}-config " + " ".join(f"{k}={v}" for k, v in values.items())
+                                                  for scope, values in given.items() if isinstance(values, dict))))
     if c.failure:
         facts.append(("failure", c.failure))
     return facts

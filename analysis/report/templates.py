@@ -124,7 +124,7 @@ DASHBOARD = """
 <tr data-verdict="{{ r.verdict }}">
   <td data-sort="{{ r.date_sort }}">{{ r.date }}</td>
   <td>{% if r.report %}<a href="{{ r.report }}">{{ r.run_id }}</a>{% else %}{{ r.run_id }} <span class="muted">(no report)</span>{% endif %}</td>
-  <td>{{ r.version }}</td><td>{{ r.nemesis }}</td><td>{{ r.workload }}</td><td>{{ r.profile }}</td>
+  <td>{{ r.version }}</td><td>{{ r.nemesis }}</td><td>{{ r.workload }}</td><td>{{ r.profile }}</td><td>{{ r.client }}</td>
   <td data-sort="{{ r.verdict }}"><span class="pill {{ r.verdict }}"{% if r.stale %} title="{{ r.stale }}"{% endif %}>{{ 'not checked' if r.verdict == 'unchecked' else r.verdict }}</span></td>
   {% for k in ['lost', 'duplicated', 'reordered', 'diverged', 'other'] %}<td class="n" data-sort="{{ r[k] if r[k] is not none else -1 }}">{{ r[k]|fmt }}</td>{% endfor %}
   <td class="n" data-sort="{{ r.events or 0 }}">{{ r.events|fmt }}</td>

@@ -286,11 +286,8 @@ class KafkaCluster:
             )
 
     def describe(self) -> dict[str, Any]:
-        """cluster.json: brokers, ports, addresses, containers, versions, run id, timings."""
-        from importlib.metadata import version  # confluent-kafka 2.16's own version() is '2.16.1': its [0] named the client "2"
-
-        from confluent_kafka import libversion
-
+        """cluster.json: brokers, dedicated controllers, ports, addresses, containers, version, run id,
+        timings. The client library is the run's (config.json `client`, from its driver), not the cluster's."""
         assert self.distribution is not None, "the cluster has not been started"
         return {
             "run_id": self.run_id,
@@ -303,7 +300,8 @@ class KafkaCluster:
                 for n in self.brokers
             ],
             "controllers": [n.node_id for n in self.controllers],
-            "client": {"confluent_kafka": version("confluent-kafka"), "librdkafka": libversion()[0]},
+            "dedicated_controllers": [{"node_id": n.node_id, "hostname": n.hostname, "roles": list(n.roles)}
+                                      for n in self.controllers if not n.is_broker],
             "python": sys.version.split()[0],
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
         }
