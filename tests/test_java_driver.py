@@ -207,8 +207,9 @@ def test_the_queue_workload_on_the_java_client_keeps_every_acknowledged_record(p
 @pytest.mark.docker
 @pytest.mark.slow
 def test_the_java_client_under_a_leader_kill_and_in_the_txn_and_eos_workloads(prepared, tmp_path, report_figure):
-    """Heavier (the nightly's -m chaos): the queue workload while the leader of partition 0 is
-    SIGKILLed and restarted, then the txn and eos workloads, all on one Java driver."""
+    """Heavier (the nightly's -m chaos): the queue workload, assigning and then subscribed, while the
+    leader of partition 0 is SIGKILLed and restarted, then the txn and eos workloads, all on one Java
+    driver."""
     from harness.cluster import KafkaCluster
     from workloads import registry
 
@@ -217,18 +218,19 @@ def test_the_java_client_under_a_leader_kill_and_in_the_txn_and_eos_workloads(pr
     figures = []
     try:
         with KafkaCluster(brokers=3) as cluster:
-            for name, extra in (("queue", {}), ("txn", {"abort_probability": 0.3}), ("eos", {"abort_probability": 0.2})):
-                path = tmp_path / f"{name}.jsonl"
+            for label, name, extra in (("queue", "queue", {}), ("subscribe", "queue", {"subscribe": True}),
+                                       ("txn", "txn", {"abort_probability": 0.3}), ("eos", "eos", {"abort_probability": 0.2})):
+                path = tmp_path / f"{label}.jsonl"
                 with Recorder(path) as recorder:
                     workload = registry.WORKLOADS[name].load()(
-                        recorder, cluster.bootstrap_servers(), f"java-{name}", profile, partitions=4, producers=2,
-                        consumers=2, rate=300, seed=11, group_id=f"java-{name}", driver=driver, **extra)
+                        recorder, cluster.bootstrap_servers(), f"java-{label}", profile, partitions=4, producers=2,
+                        consumers=2, rate=300, seed=11, group_id=f"java-{label}", driver=driver, **extra)
                     for topic in workload.topics:
                         cluster.create_topic(topic, partitions=4, replication_factor=3, config=profile.topic_config())
                     workload.start(ready_timeout_s=90)
-                    if name == "queue":
+                    if label in ("queue", "subscribe"):  # subscribe: the group rebalances around the killed broker
                         time.sleep(4)
-                        victim = cluster.leader_of(f"java-{name}", 0)
+                        victim = cluster.leader_of(f"java-{label}", 0)
                         assert victim is not None
                         victim.kill_process()
                         time.sleep(8)
@@ -238,17 +240,17 @@ def test_the_java_client_under_a_leader_kill_and_in_the_txn_and_eos_workloads(pr
                         time.sleep(8)
                     workload.stop(timeout_s=90)
                     drain = workload.drain(timeout_s=90).as_json()
-                    assert workload.errors == [], name
-                assert validate_history(path) == [], name
+                    assert workload.errors == [], label
+                assert validate_history(path) == [], label
                 events = read_history(path)
                 found = {k: v for k, v in reference.findings(events).items() if v}
                 # Kafka's transaction model permits these (analysis/rules/permissions.py, MODEL_PERMITS): two
                 # transactions' records interleave on their partitions in either order, e.g. a write cycle (G0)
                 # of two committed transactions on keys 0 and 1, as this test's first run found.
                 found = {k: v for k, v in found.items() if k not in ("G0", "int-send-skip")}
-                assert drain["complete"] and found == {}, (name, drain, {k: sorted(v)[:5] for k, v in found.items()})
+                assert drain["complete"] and found == {}, (label, drain, {k: sorted(v)[:5] for k, v in found.items()})
                 kinds = {(e["f"], e["type"]) for e in events}
-                figures.append(f"{name}: {len(events)} events, {sorted(kinds)}")
+                figures.append(f"{label}: {len(events)} events, {sorted(kinds)}")
                 if name == "queue":
                     acked = {e["value"]["value"] for e in events if e["f"] == "send" and e["type"] == "ok"}
                     read = {r["value"] for e in events if e["process"] in drain["processes"] and e["f"] == "poll"

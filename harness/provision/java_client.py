@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 # Override: the driver's `version`, or KAFKA_HARNESS_JAVA_CLIENT_VERSION.
 DEFAULT_VERSION = "4.4.0"
 VERSION_ENV = "KAFKA_HARNESS_JAVA_CLIENT_VERSION"
-KNOWN_VERSIONS = ("4.0.0", "4.0.1", "4.0.2", "4.1.0", "4.1.1", "4.1.2", "4.2.0", "4.2.1", "4.3.0", "4.3.1", "4.4.0")
+# Seen to resolve from Maven Central and build (3.9.1 and 4.0.0 built and ran on 2026-11-25).
+KNOWN_VERSIONS = ("3.9.1", "4.0.0", "4.0.1", "4.0.2", "4.1.0", "4.1.1", "4.1.2", "4.2.0", "4.2.1", "4.3.0", "4.3.1", "4.4.0")
 SOURCES = Path(__file__).resolve().parents[2] / "clients" / "java"
 MAIN_CLASS = "kafkaharness.worker.Worker"
 VERSION_PATTERN = re.compile(r"^\d+\.\d+\.\d+(\.\d+)?$")

@@ -183,16 +183,27 @@ final class ConsumerHandle extends Handle {
         return tps;
     }
 
-    /** Group rebalances, heard inside poll: the next consume reply carries the whole assignment. */
+    /**
+     * Group rebalances, heard inside poll: the consume reply around it carries the whole assignment
+     * after it (librdkafka's eager on_assign gives the whole assignment too). Any change counts, a
+     * revocation alone included: the cooperative assignor and KIP-848's protocol take partitions
+     * away without an eager reassignment. Nothing waits in `waiting` then: consume polls only once
+     * every waiting record was returned.
+     */
     private final class Listener implements ConsumerRebalanceListener {
         @Override
         public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
-            // nothing waits here then: consume polls only once every waiting record was returned
+            rebalanced |= !partitions.isEmpty();
         }
 
         @Override
         public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
-            rebalanced = true;
+            rebalanced = true; // even when empty: a first join that got nothing is an assignment too
+        }
+
+        @Override
+        public void onPartitionsLost(Collection<TopicPartition> partitions) {
+            rebalanced |= !partitions.isEmpty();
         }
     }
 }
