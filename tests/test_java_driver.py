@@ -186,6 +186,16 @@ def test_the_queue_workload_on_the_java_client_keeps_every_acknowledged_record(p
                 workload.stop(timeout_s=60)
                 drain = workload.drain(timeout_s=60).as_json()
                 assert workload.errors == []
+            # A record larger than max.request.size: the Java client's RecordTooLargeException, named and
+            # classified end to end (a static property of the record: a definite failure).
+            outcomes: list = []
+            big = driver.producer({"bootstrap.servers": cluster.bootstrap_servers(), "max.request.size": 10},
+                                  lambda *a: outcomes.append(a), lambda k, v, err: outcomes.append(err))
+            big.send("java-queue", 0, 123456789)
+            assert big.flush(30) == 0
+            big.close()
+            assert len(outcomes) == 1 and isinstance(outcomes[0], ClientError), outcomes
+            assert outcomes[0].name == "MESSAGE_TOO_LARGE" and send_outcome(outcomes[0]) == "fail", outcomes[0]
     finally:
         driver.close()
     assert validate_history(path) == []
