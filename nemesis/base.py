@@ -126,7 +126,7 @@ class Nemesis:
         ids = params.get("targets")
         if ids is None:
             return None, None
-        known = {n.node_id: n for n in self.brokers}
+        known = {n.node_id: n for n in self.nodes}  # a dedicated controller is a target too (--controllers)
         missing = [i for i in ids if i not in known]
         if missing:
             note = f"recorded target(s) {missing} do not exist in this cluster; chose afresh"
@@ -138,6 +138,16 @@ class Nemesis:
     def brokers(self) -> list["Node"]:
         assert self.cluster is not None, "setup() first"
         return list(self.cluster.brokers)
+
+    @property
+    def nodes(self) -> list["Node"]:
+        """Every Kafka node: the brokers, then dedicated KRaft controllers (--controllers), which a
+        `controller` target strikes. A heal undoes its fault on all of them: healing the brokers
+        alone once left a cut controller's rules in place (2026-11-25: a broker restarted during the
+        cut could not register for 60 s after the heal and exited)."""
+        assert self.cluster is not None, "setup() first"
+        controllers = getattr(self.cluster, "controllers", ())  # a stand-in cluster may have none to name
+        return [*self.cluster.brokers, *(c for c in controllers if c not in self.cluster.brokers)]
 
     def look(self) -> "Roles":
         """One look at who holds which role, taken before a fault strikes: it chooses the targets

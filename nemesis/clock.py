@@ -107,7 +107,7 @@ class ClockNemesis(Nemesis):
 
     def teardown(self) -> dict[str, Any]:
         self._stop_strobe()
-        for node in self.brokers:
+        for node in self.nodes:
             node.set_clock_offset("+0")
         value = {"reset": {str(k): 0 for k in sorted(self.offsets)}, "were_ms": {str(k): v for k, v in sorted(self.offsets.items())}}
         self.offsets.clear()

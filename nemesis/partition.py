@@ -95,7 +95,7 @@ class PartitionNemesis(Nemesis):
         rng.shuffle(ids)
         if shape in ("one", "leader", "controller"):
             victims = choose_nodes(self.cluster, shape, rng, self.topic, aimed, look)
-            return isolate(victims, brokers), victims
+            return isolate(victims, self.nodes), victims  # cut off from every node: a dedicated controller from its quorum too
         if shape == "halves":
             half = len(ids) // 2
             return split(ids[:half], ids[half:]), [self.cluster.node(i) for i in ids[:half]]
@@ -117,7 +117,7 @@ class PartitionNemesis(Nemesis):
         look = self.look()
         victims, note = self.replay_nodes(params)
         grudge = params.get("grudge")
-        known = {n.node_id for n in self.brokers}
+        known = {n.node_id for n in self.nodes}
         if victims is not None and grudge is not None and not {int(k) for k in grudge} | {p for v in grudge.values() for p in v} <= known:
             victims, note = None, "the recorded grudge names nodes this cluster lacks; chose afresh"
         aimed = {k: params[k] for k in ("partition",) if k in params} if victims is not None else {}
@@ -130,7 +130,7 @@ class PartitionNemesis(Nemesis):
         if victims is not None and shape in ("one", "leader", "controller"):  # targets named, no grudge: isolate them
             if not victims:
                 return {**plan, **aimed, "targets": [], "nobody": "the replayed event names no broker"}
-            found, chosen = isolate(victims, self.brokers), victims
+            found, chosen = isolate(victims, self.nodes), victims
         else:
             found, chosen = self.grudge_for(shape, rng, aimed, look)
             if not chosen:  # a role with no holder right now: cutting nobody off is no fault
@@ -185,7 +185,7 @@ class PartitionNemesis(Nemesis):
         return value
 
     def teardown(self) -> dict[str, Any]:
-        steps.heal(self.brokers, "PART")  # every node at once (nemesis/steps.py says why)
+        steps.heal(self.nodes, "PART")  # every node at once (nemesis/steps.py says why)
         value = {"healed": self.active is not None, "was": self.active}
         self.active = None
         self.record(PARTITION.stop, value)
@@ -225,7 +225,7 @@ class PacketLossNemesis(Nemesis):
         if "nobody" in plan:
             return self.skip(LOSS.start, {"targets": [], "roles": self.roles([]), "probability": self.probability}, plan["nobody"])
         victims = [self.cluster.node(i) for i in plan["targets"]]
-        others = [b for b in self.brokers if b not in victims]
+        others = [b for b in self.nodes if b not in victims]
         self.active = True
         value = {"targets": [v.node_id for v in victims], "roles": self.roles(victims), "probability": self.probability}
         if plan.get("replay") is not None:
@@ -237,7 +237,7 @@ class PacketLossNemesis(Nemesis):
         return value
 
     def teardown(self) -> dict[str, Any]:
-        steps.heal(self.brokers, "LOSS")
+        steps.heal(self.nodes, "LOSS")
         value = {"healed": self.active}
         self.active = False
         self.record(LOSS.stop, value)

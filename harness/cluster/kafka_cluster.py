@@ -301,7 +301,7 @@ class KafkaCluster:
             ],
             "controllers": [n.node_id for n in self.controllers],
             "dedicated_controllers": [{"node_id": n.node_id, "hostname": n.hostname, "roles": list(n.roles)}
-                                      for n in self.controllers if not n.is_broker],
+                                      for n in self.controllers if not n.spec.is_broker],
             "python": sys.version.split()[0],
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
         }
