@@ -32,7 +32,7 @@ def config(tmp_path: Path, **kw) -> RunConfig:
 
 def refusal(tmp_path: Path, **kw) -> str:
     with pytest.raises(HarnessError) as caught:
-        effective_profile(config(tmp_path, **kw), SAFE, DEFAULT_KAFKA_VERSION)
+        effective_profile(config(tmp_path, **kw), get_profile(kw.get("profile", "safe")), DEFAULT_KAFKA_VERSION)
     assert not (tmp_path / "store").exists()  # nothing was made
     return caught.value.message
 
@@ -187,3 +187,9 @@ def test_the_verdict_names_the_setting_that_permitted_an_anomaly():
                                                  "min.insync.replicas, inherited by the topic)"]
     assert reasons({"topic": {"min.insync.replicas": "3"}}) == (set(), [])  # stricter than safe permits nothing more
     assert allowed({"profile": get_profile("unsafe").as_dict(), "workload": "queue"})[1][0] == "acks=1"  # a profile's own run
+
+
+def test_under_the_java_client_a_profile_it_refuses_is_refused_before_the_run(tmp_path):
+    message = refusal(tmp_path, client="java", profile="short-timeout")
+    assert "the profile's producer settings: the Java client" in message
+    assert "delivery.timeout.ms should be equal to or larger than linger.ms + request.timeout.ms" in message

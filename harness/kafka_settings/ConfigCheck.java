@@ -83,11 +83,26 @@ public class ConfigCheck {
         }
     }
 
-    /** The constructor is package-private before 0.11: reflection reaches it on every version. */
+    /** The constructor is package-private before 0.11: reflection reaches it on every version. Then
+     *  the client itself, made and closed at once (it connects to nothing before its first call):
+     *  some rules live only in its constructor, e.g. KafkaProducer's delivery.timeout.ms >=
+     *  linger.ms + request.timeout.ms, which refuses the short-timeout profile. */
     static void construct(String cls, Map<String, Object> props) throws ReflectiveOperationException {
         java.lang.reflect.Constructor<?> c = Class.forName(cls).getDeclaredConstructor(Map.class);
         c.setAccessible(true);
         c.newInstance(props);
+        String client = cls.endsWith("ProducerConfig") ? "org.apache.kafka.clients.producer.KafkaProducer"
+                                                       : "org.apache.kafka.clients.consumer.KafkaConsumer";
+        Object made;
+        try {
+            made = Class.forName(client).getConstructor(Map.class).newInstance(props);
+        } catch (java.lang.reflect.InvocationTargetException ex) {
+            Throwable cause = ex.getCause();
+            while (cause.getCause() != null) cause = cause.getCause();  // "Failed to construct kafka producer" -> why
+            throw new java.lang.reflect.InvocationTargetException(cause);
+        }
+        ((AutoCloseable) made).getClass();
+        try { ((AutoCloseable) made).close(); } catch (Exception ex) { /* closing a client that never connected */ }
     }
 
     static ConfigDef find(String scope) throws Exception {

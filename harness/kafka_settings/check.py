@@ -25,10 +25,14 @@ from harness.kafka_settings.jvm import Verdict
 
 
 def problems_of(given: Mapping[str, Mapping[str, str]], *, client: str, kafka_version: str, client_version: str | None,
-                whole: Callable[[str], dict[str, Any]], brokers: int, libs: Callable[[str], Any]) -> list[str]:
+                whole: Callable[[str], dict[str, Any]], brokers: int, libs: Callable[[str], Any],
+                client_libs: Callable[[str], Any] | None = None) -> list[str]:
     """Every problem with `given`, one line each ([] when none). `whole(scope)` is the client
     config the run would hand the client for that scope; `libs(version)` the folder of a Kafka
-    version's jars (harness/provision/kafka_jars.py)."""
+    version's jars (harness/provision/kafka_jars.py); `client_libs(version)` the Java client's
+    (harness/provision/java_client.py; default: `libs`, whose kafka-clients jar is that version's).
+    Under the Java client the profile's own config is checked even with nothing given: the Java
+    client refuses some profiles (short-timeout: delivery.timeout.ms below linger.ms + request.timeout.ms)."""
     found: list[str] = []
     given = {scope: dict(given.get(scope, {})) for scope in SCOPES}
     for scope, values in given.items():
@@ -49,18 +53,19 @@ def problems_of(given: Mapping[str, Mapping[str, str]], *, client: str, kafka_ve
     kafka = jvm.check(libs(kafka_version), kafka_version, {s: given[s] for s in ("broker", "topic")})
     for scope in ("broker", "topic"):
         found += _lines(scope, kafka.get(scope), f"Kafka {kafka_version}", kafka.get(scope))
-    clients = _client_verdicts(given, client, client_version or kafka_version, whole, libs)
+    clients = _client_verdicts(given, client, client_version or kafka_version, whole, client_libs or libs)
     names: dict[str, Verdict] = {}
     if client == "librdkafka" and any(v.unknown for v in clients.values()):
         names = jvm.check(libs(kafka_version), kafka_version, {s: {"client.id": "x"} for s in clients if clients[s].unknown})
     for scope, verdict in clients.items():
-        found += _lines(scope, verdict, _client_name(client, client_version), names.get(scope, verdict))
+        label = option(scope) if given[scope] else f"the profile's {scope} settings"
+        found += _lines(scope, verdict, _client_name(client, client_version), names.get(scope, verdict), label)
     return found
 
 
 def _client_verdicts(given: dict[str, dict[str, str]], client: str, client_version: str,
                      whole: Callable[[str], dict[str, Any]], libs: Callable[[str], Any]) -> dict[str, Verdict]:
-    scopes = [s for s in ("producer", "consumer") if given[s]]
+    scopes = [s for s in ("producer", "consumer") if given[s] or client == "java"]
     if not scopes:
         return {}
     if client == "librdkafka":
@@ -95,9 +100,10 @@ def _client_name(client: str, version: str | None) -> str:
     return f"the Java client (kafka-clients {version})" if version else "the Java client"
 
 
-def _lines(scope: str, verdict: Verdict | None, judge: str, names: Verdict | None) -> list[str]:
+def _lines(scope: str, verdict: Verdict | None, judge: str, names: Verdict | None, label: str | None = None) -> list[str]:
     if verdict is None:
         return []
+    label = label or option(scope)
     if not verdict.known:
         return [f"{option(scope)}: {judge} has no configuration of this kind to check against"]
     out = []
@@ -106,7 +112,7 @@ def _lines(scope: str, verdict: Verdict | None, judge: str, names: Verdict | Non
         guess = f" (did you mean {' or '.join(close)}?)" if close else ""
         out.append(f"{option(scope)} {key}: {judge} has no such setting{guess}")
     out += [f"{option(scope)} {key}: {judge} refuses the value: {message}" for key, message in verdict.invalid.items()]
-    out += [f"{option(scope)}: {judge} refuses the client's settings together: {message}" for message in verdict.refused]
+    out += [f"{label}: {judge} refuses the client's settings together: {message}" for message in verdict.refused]
     return out
 
 

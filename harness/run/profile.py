@@ -46,7 +46,12 @@ def effective_profile(config: RunConfig, profile: Any, version: str) -> Any:
 
     refuse_layout(config, version)
     given = client_given(config)
-    if not any(given.values()):
+    java = None
+    if config.client == "java":  # a version that does not resolve: exit 2 now (built on first use, then cached)
+        from harness.provision.java_client import ensure_java_client
+
+        java = ensure_java_client(config.client_version)
+    elif not any(given.values()):
         return profile
 
     def whole(scope: str) -> dict[str, Any]:
@@ -58,7 +63,10 @@ def effective_profile(config: RunConfig, profile: Any, version: str) -> Any:
         return effective.consumer_config()
 
     refuse(problems_of(given, client=config.client, kafka_version=version, client_version=config.client_version,
-                       whole=whole, brokers=config.brokers, libs=lambda v: ensure_kafka_jars(v).libs))
+                       whole=whole, brokers=config.brokers, libs=lambda v: ensure_kafka_jars(v).libs,
+                       client_libs=(lambda v: java.root / "libs") if java is not None else None))
+    if not any(given.values()):
+        return profile
     try:
         return apply(profile, given)
     except ValueError as exc:  # a value both clients took but the profile's field cannot hold

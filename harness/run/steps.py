@@ -85,13 +85,14 @@ def make_workload(config: RunConfig, profile: Any, recorder: Recorder, bootstrap
     return registry.make(config.workload, config, profile, recorder, bootstrap, TOPIC, run_id, driver=driver)
 
 
-def make_driver(config: RunConfig) -> Any:
-    """The configured client driver (workloads/drivers/), owned by the run: closed when it ends."""
+def make_driver(config: RunConfig, run_dir: Path) -> Any:
+    """The configured client driver (workloads/drivers/), owned by the run: closed when it ends. A
+    client that logs on its own (the Java client) writes RUN_DIR/client.log."""
     import contextlib
 
     from workloads import drivers
 
-    driver = drivers.make(config.client, config.client_version) if config.client_version else drivers.make(config.client)
+    driver = drivers.make(config.client, config.client_version, log_path=run_dir / "client.log")
     return contextlib.closing(driver) if hasattr(driver, "close") else contextlib.nullcontext(driver)
 
 
@@ -233,7 +234,7 @@ class RunSteps:
         self.seconds["cluster_ready"] = time.monotonic() - began
         rd.write("cluster.json", self.cluster.describe())
         self.watch = rd.own(ClusterWatch(self.cluster, unreachable_after_s=unreachable_bound(faults)))  # exits before the cluster
-        driver = rd.own(make_driver(config))
+        driver = rd.own(make_driver(config, rd.path))
         self.record["client"]["versions"] = driver.versions()
         rd.update(client=self.record["client"])
         self.workload = make_workload(config, profile, self.recorder, self.cluster.bootstrap_servers(), rd.run_id, driver)
