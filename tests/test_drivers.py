@@ -137,3 +137,30 @@ def test_the_eos_pipeline_on_a_second_driver_commits_every_input_once(tmp_path):
     committed = [r["value"] for e in events if e["f"] == "txn" and e["type"] == "ok" for r in e["value"]["records"]]
     assert fed and sorted(committed) == sorted(fed), "each fed input committed by exactly one transaction"
     assert any(e["f"] == "txn" and e["type"] == "fail" for e in events), "some transactions aborted on purpose"
+
+
+@pytest.mark.parametrize("settings, incremental", [({"group.protocol": "consumer"}, True),
+                                                   ({"partition.assignment.strategy": "cooperative-sticky"}, True),
+                                                   ({}, False)])
+def test_librdkafka_reports_the_assignment_held_when_rebalances_are_incremental(settings, incremental):
+    """KIP-848's protocol and cooperative-sticky name only the partitions added (on_assign) or taken
+    (on_revoke): the driver reports what the consumer holds, so the checker never reads an increment
+    as the whole assignment and drops the other keys' read sequences (found by issue 35 item 7)."""
+    from confluent_kafka import TopicPartition
+
+    seen: list[list[int]] = []
+    consumer = LibrdkafkaConsumer({"bootstrap.servers": "127.0.0.1:9", "group.id": "g", **settings}, report_eof=False)
+    try:
+        consumer._on_assign = seen.append
+        tps = lambda *ps: [TopicPartition("t", p) for p in ps]  # noqa: E731
+        consumer._assigned(consumer.raw, tps(0, 1, 2, 3) if not incremental else tps(0, 1))
+        if incremental:
+            consumer._assigned(consumer.raw, tps(2, 3))  # an increment
+            consumer._revoked(consumer.raw, tps(0))
+            assert seen == [[0, 1], [0, 1, 2, 3], [1, 2, 3]]
+        else:
+            consumer._revoked(consumer.raw, tps(0, 1, 2, 3))  # eager: revoke all, then the new whole set
+            consumer._assigned(consumer.raw, tps(1, 2))
+            assert seen == [[0, 1, 2, 3], [1, 2]]
+    finally:
+        consumer.close()

@@ -157,6 +157,13 @@ class LibrdkafkaConsumer:
         except KafkaException as exc:
             raise _failed(exc) from None
         self._on_assign: OnAssign | None = None
+        # KIP-848's protocol (group.protocol=consumer) and cooperative-sticky assign incrementally:
+        # on_assign then names only the partitions added and on_revoke those taken away, so the
+        # assignment reported is the one held, kept here. Eager protocols revoke everything and
+        # assign the whole new set, which the same bookkeeping reports unchanged.
+        self._incremental = (str(settings.get("group.protocol", "")).lower() == "consumer"
+                             or "cooperative" in str(settings.get("partition.assignment.strategy", "")))
+        self._held: set[int] = set()
 
     def assign(self, topic: str, partitions: list[int], start: str) -> None:
         assert self.raw is not None
@@ -177,14 +184,24 @@ class LibrdkafkaConsumer:
         assert self.raw is not None
         self._on_assign = on_assign
         try:
-            self.raw.subscribe([topic], on_assign=self._assigned)
+            self.raw.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked)
         except KafkaException as exc:
             raise _failed(exc) from None
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Called inside consume(), before it returns records of the new assignment.
         assert self._on_assign is not None
-        self._on_assign(sorted(tp.partition for tp in partitions))
+        self._held |= {tp.partition for tp in partitions}
+        self._on_assign(sorted(self._held))
+
+    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Partitions taken away (or lost). Reported only when assignment is incremental, as the
+        assignment still held: an eager rebalance's revoke-all is followed at once by its assign,
+        and reporting the empty set between them would read as the consumer dropping every key."""
+        assert self._on_assign is not None
+        self._held -= {tp.partition for tp in partitions}
+        if self._incremental and partitions:
+            self._on_assign(sorted(self._held))
 
     def consume(self, max_records: int, timeout_s: float) -> Batch:
         assert self.raw is not None
