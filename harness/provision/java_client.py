@@ -18,11 +18,11 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.provision import maven
 from harness.errors import BootstrapError, HarnessError
 from harness.provision.settings import cache_dir
 
@@ -143,20 +143,14 @@ def build_into(version: str, root: Path) -> JavaClient:
 
 
 def run_maven(goals: list[str], cwd: Path, version: str) -> None:
-    if shutil.which("mvn") is None:
-        from harness.provision.docker_engine import apt_install  # imports the Docker client: only when needed
-
-        apt_install(["maven"], "the Java client worker (Maven)")
-    proc = subprocess.run(["mvn", "-B", "-q", *goals], cwd=cwd, capture_output=True, text=True)
-    if proc.returncode == 0:
+    code, output = maven.run(goals, cwd, "the Java client worker (Maven)")
+    if code == 0:
         return
-    output = proc.stdout + proc.stderr
-    if re.search(rf"org\.apache\.kafka:kafka-clients:jar:{re.escape(version)}", output) and \
-            re.search(r"Could not find artifact|was not found in|could not be resolved", output):
+    if maven.missing(output, rf"org\.apache\.kafka:kafka-clients:jar:{re.escape(version)}"):
         raise HarnessError(f"kafka-clients {version} is not available on Maven Central.",
                            hint=f"versions that resolve include: {', '.join(KNOWN_VERSIONS)}",
                            details=output[-1500:].strip())
-    raise BootstrapError(f"Maven failed (exit {proc.returncode}) while building the Java client worker for "
+    raise BootstrapError(f"Maven failed (exit {code}) while building the Java client worker for "
                          f"kafka-clients {version}.",
                          hint="check that Maven Central is reachable; the full output is below",
                          details=output[-3000:].strip())

@@ -13,11 +13,11 @@ import json
 import logging
 import re
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.provision import maven
 from harness.errors import BootstrapError, KafkaVersionError
 from harness.provision.settings import cache_dir
 
@@ -150,16 +150,10 @@ def broker_pom(version: str, scala: str) -> str:
 
 
 def run_maven(goals: list[str], cwd: Path, version: str, scala: str) -> None:
-    if shutil.which("mvn") is None:
-        from harness.provision.docker_engine import apt_install  # docker_engine imports the Docker client: 0.3 s
-
-        apt_install(["maven"], "Kafka jar resolution (Maven)")
-    proc = subprocess.run(["mvn", "-B", "-q", *goals], cwd=cwd, capture_output=True, text=True)
-    if proc.returncode == 0:
+    code, output = maven.run(goals, cwd, "Kafka jar resolution (Maven)")
+    if code == 0:
         return
-    output = proc.stdout + proc.stderr
-    missing_kafka_jar = re.search(rf"org\.apache\.kafka:[\w.\-]+:jar:{re.escape(version)}", output)
-    if missing_kafka_jar and re.search(r"Could not find artifact|was not found in|could not be resolved", output):
+    if maven.missing(output, rf"org\.apache\.kafka:[\w.\-]+:jar:{re.escape(version)}"):
         known = known_versions(scala)
         raise KafkaVersionError(
             f"Kafka {version} is not available on Maven Central (org.apache.kafka:kafka_{scala}:{version} or one of its jars is missing).",
@@ -167,7 +161,7 @@ def run_maven(goals: list[str], cwd: Path, version: str, scala: str) -> None:
             details=output[-1500:].strip(),
         )
     raise BootstrapError(
-        f"Maven failed (exit {proc.returncode}) while resolving Kafka {version}.",
+        f"Maven failed (exit {code}) while resolving Kafka {version}.",
         hint="check that Maven Central is reachable; the full output is below",
         details=output[-3000:].strip(),
     )
