@@ -26,8 +26,9 @@ _CHECK_MASTER = click.option("--spark-master", metavar="URL", default=None,
                              help="Spark master URL (spark://host:7077, yarn, k8s://..., local[*] for an embedded "
                                   "Spark). Default: SPARK_REMOTE if set, else the local checker, a Spark Connect "
                                   "server reused by later checks that stops after 10 idle minutes (`harness status`).")
-_MEMORY = click.option("--driver-memory", default="2g", show_default=True,
-                       help="Driver heap for an embedded/local session (e.g. 2g).")
+_MEMORY = click.option("--driver-memory", default=None, metavar="SIZE",
+                       help="Driver heap for an embedded/local session, e.g. 3g (default: a quarter of the machine's "
+                            "memory, 2 to 8 GB; env KAFKA_CHAOS_CHECKER_MEMORY).")
 _OUTPUT = click.option("--output", type=click.Path(file_okay=False, path_type=Path), default=None,
                        help="Write into DIR instead of the run directory (created if missing).")
 
@@ -46,7 +47,7 @@ def main() -> None:
               help="Which history file to read when both exist (default: parquet).")
 @click.option("--json", "as_json", is_flag=True, help="Print results.json to stdout instead of a summary.")
 @_OUTPUT
-def check(run_dir: Path, spark_master: str | None, driver_memory: str, shuffle_partitions: int | None,
+def check(run_dir: Path, spark_master: str | None, driver_memory: str | None, shuffle_partitions: int | None,
           prefer: str | None, as_json: bool, output: Path | None) -> None:
     """Check RUN_DIR's history and write results.json (into RUN_DIR, or --output DIR).
 
@@ -103,7 +104,7 @@ def check(run_dir: Path, spark_master: str | None, driver_memory: str, shuffle_p
 @click.option("--out", default=None, help="Output folder or URI (default: STORE/_trends).")
 @_MASTER
 @_MEMORY
-def trends(store: str, out: str | None, spark_master: str | None, driver_memory: str) -> None:
+def trends(store: str, out: str | None, spark_master: str | None, driver_memory: str | None) -> None:
     """Aggregate every checked run under STORE (a path or any URI Spark reads) by Kafka version,
     nemesis set, workload and profile; write Parquet and summary.json.
 

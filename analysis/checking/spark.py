@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 
 from analysis.checking import spark_server
 from analysis.checking.spark_conf import SERVER_CONF, default_partitions, java_options
+from analysis.checking.spark_conf import driver_memory as default_driver_memory
 from harness.errors import HarnessError
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ def _quiet_gateway(builder: Any) -> None:
 
 def get_session(
     master: str | None = None,
-    driver_memory: str = "2g",
+    driver_memory: str | None = None,
     shuffle_partitions: int | None = None,
     app_name: str = "kafka-chaos-checker",
 ) -> SparkSession:
@@ -86,7 +87,8 @@ def get_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = {k: v for k, v in SERVER_CONF.items() if local or not k.startswith("spark.driver.")}
     conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions or (default_partitions() if local else 200))
-    builder = SparkSession.builder.master(master).appName(app_name).config("spark.driver.memory", driver_memory)
+    memory = driver_memory or default_driver_memory()
+    builder = SparkSession.builder.master(master).appName(app_name).config("spark.driver.memory", memory)
     builder = builder.config("spark.driver.extraJavaOptions", java_options()).config(map=conf)
     _quiet_gateway(builder)
     spark = builder.getOrCreate()
@@ -94,7 +96,7 @@ def get_session(
     return spark
 
 
-def checker_session(master: str | None = None, driver_memory: str = "2g",
+def checker_session(master: str | None = None, driver_memory: str | None = None,
                     shuffle_partitions: int | None = None) -> SparkSession:
     """The session a check runs on: `master` or SPARK_REMOTE when given; else the local checker,
     a Spark Connect server reused by every check until it idles out (analysis/checking/spark_server.py),
@@ -108,7 +110,7 @@ def checker_session(master: str | None = None, driver_memory: str = "2g",
     if (master is not None or os.environ.get("SPARK_REMOTE") or os.environ.get("KAFKA_CHAOS_CHECKER") == "embedded"
             or SparkContext._active_spark_context is not None):
         return get_session(master, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
-    state = spark_server.ensure(driver_memory)
+    state = spark_server.ensure(driver_memory or default_driver_memory())
     if state is None:  # a server of older code is still busy with another check
         log.info("the local checker runs older code and is busy: checking on an embedded Spark")
         return get_session(None, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)

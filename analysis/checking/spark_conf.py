@@ -29,6 +29,24 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 
 
+MEMORY_ENV = "KAFKA_CHAOS_CHECKER_MEMORY"
+
+
+def driver_memory() -> str:
+    """The local checker's heap: a quarter of the machine's memory, from 2 to 8 GB (6g on a 24 GB
+    machine), or $KAFKA_CHAOS_CHECKER_MEMORY (e.g. 3g). A fixed 2 GB ran out of heap checking the
+    45-minute soak's 5.3M-event history (2026-11-25, docs/benchmarks.md); a heap is reserved, not
+    used, until a check needs it, and the local checker stops by itself when idle."""
+    given = os.environ.get(MEMORY_ENV, "").strip()
+    if given:
+        return given
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return "2g"
+    return f"{max(2, min(8, total // 4 // 2**30))}g"
+
+
 # The throughput collector, not G1: a check is one batch on a small heap, where G1's barriers
 # and concurrent threads cost CPU the 2 task threads need (10M-event check, warm JVM: 36.0 s
 # mean of 5 against 38.8 s; 50M still completes with a 2 GB driver).

@@ -58,3 +58,18 @@ def test_standalone_cluster_and_spark_connect_agree_with_embedded(spark, tmp_pat
             left, right = same(local[name], got)
             assert left == right, f"{name} through {remote}"
     report_figure(f"{time.perf_counter() - began:.0f} s: standalone and Connect: same verdicts and counts as embedded ({sum(local['broken']['counts'].values())} anomalies)")
+
+
+def test_the_local_checkers_heap_is_a_quarter_of_the_machine_from_2_to_8_gb(monkeypatch):
+    from analysis.checking import spark_conf
+
+    monkeypatch.delenv(spark_conf.MEMORY_ENV, raising=False)
+    pages = {"SC_PAGE_SIZE": 4096}
+    monkeypatch.setattr(spark_conf.os, "sysconf", lambda name: pages.get(name, 24 * 2**30 // 4096))
+    assert spark_conf.driver_memory() == "6g"  # this machine's 24 GB
+    monkeypatch.setattr(spark_conf.os, "sysconf", lambda name: pages.get(name, 4 * 2**30 // 4096))
+    assert spark_conf.driver_memory() == "2g"  # never below what 50M events were checked with
+    monkeypatch.setattr(spark_conf.os, "sysconf", lambda name: pages.get(name, 256 * 2**30 // 4096))
+    assert spark_conf.driver_memory() == "8g"
+    monkeypatch.setenv(spark_conf.MEMORY_ENV, "3g")
+    assert spark_conf.driver_memory() == "3g"
