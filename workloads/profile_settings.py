@@ -91,8 +91,7 @@ def apply(profile: Profile, given: Mapping[str, Mapping[str, str]] | None) -> Pr
                 extras[scope][key] = text
                 sources[key] = option(scope)
     producer = given.get("producer", {})
-    explicit_idempotence = any(k in producer for k in ("enable.idempotence",))
-    if changes.get("acks", "all") != "all" and not explicit_idempotence and profile.enable_idempotence:
+    if changes.get("acks", "all") != "all" and "enable.idempotence" not in producer and profile.enable_idempotence:
         changes["enable_idempotence"] = False
         acks_key = next(k for k in ("acks", "request.required.acks") if k in producer)
         sources["enable.idempotence"] = f"implied by {acks_key}={producer[acks_key]} ({option('producer')})"

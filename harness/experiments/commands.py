@@ -231,18 +231,15 @@ def compare_clients_command(clients: str, kafka_version: str | None, profile: st
     def execute(client: str, seed: int, schedule: list | None) -> tuple[Path, dict]:
         nonlocal finisher
         from harness.run.finish import Finisher
+        from harness.run.settings import make_faults
         from harness.run.steps import RunConfig, run
-        from nemesis.runner import FaultRunner, build_nemeses
-        from nemesis.schedule import recorded_schedule
 
         finisher = finisher or Finisher()
         config = RunConfig(store=target / client, profile=profile, kafka_version=version, time_limit_s=time_limit, rate=rate,
                            seed=seed, client=client, nemesis=",".join(packages), nemesis_interval_s=nemesis_interval,
                            schedule=schedule, command_line=["python", "-m", "harness", "compare-clients", "--clients", client,
                                                             "--seeds", str(seed), "--kafka-version", version])
-        faults = FaultRunner(build_nemeses(list(packages)), time_limit, interval_s=nemesis_interval, seed=seed, topic="queue",
-                             schedule=recorded_schedule(schedule) if schedule else None)
-        result = run(config, faults=faults)
+        result = run(config, faults=make_faults(config))  # the seed's schedule, or the replayed one
         return result.run_dir, finisher.check_and_report(result.run_dir).results
 
     total = len(names) * len(seed_list)

@@ -101,7 +101,6 @@ public class ConfigCheck {
             while (cause.getCause() != null) cause = cause.getCause();  // "Failed to construct kafka producer" -> why
             throw new java.lang.reflect.InvocationTargetException(cause);
         }
-        ((AutoCloseable) made).getClass();
         try { ((AutoCloseable) made).close(); } catch (Exception ex) { /* closing a client that never connected */ }
     }
 

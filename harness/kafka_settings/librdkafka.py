@@ -76,5 +76,4 @@ def check(scope: str, given: dict[str, str], whole: dict[str, Any]) -> Verdict:
         refusal = _make(scope, {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in whole.items()})
         if refusal is not None:
             verdict.refused.append(refusal)
-    verdict.names = set()  # librdkafka lists no names; "did you mean" uses Kafka's (check.py)
-    return verdict
+    return verdict  # no names: librdkafka lists none; "did you mean" uses Kafka's (check.py)
