@@ -110,7 +110,7 @@ def checker_session(master: str | None = None, driver_memory: str | None = None,
     if (master is not None or os.environ.get("SPARK_REMOTE") or os.environ.get("KAFKA_CHAOS_CHECKER") == "embedded"
             or SparkContext._active_spark_context is not None):
         return get_session(master, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
-    state = spark_server.ensure(driver_memory or default_driver_memory())
+    state = spark_server.ensure(driver_memory)
     if state is None:  # a server of older code is still busy with another check
         log.info("the local checker runs older code and is busy: checking on an embedded Spark")
         return get_session(None, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)

@@ -160,9 +160,13 @@ def code_stamp() -> str:
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def ensure(driver_memory: str = "2g", timeout_s: float = READY_S) -> dict[str, Any] | None:
-    """The running server's state, starting one (and waiting until it listens) when none runs.
+def ensure(driver_memory: str | None = None, timeout_s: float = READY_S) -> dict[str, Any] | None:
+    """The running server's state, starting one (and waiting until it listens) when none runs, with
+    a heap of `driver_memory` (default: spark_conf.driver_memory(), sized from the machine).
     None when a server of older code is still serving a check (the caller checks embedded)."""
+    from analysis.checking.spark_conf import driver_memory as machine_sized
+
+    driver_memory = driver_memory or machine_sized()
     folder, stamp = home(), code_stamp()
     with _lock(folder):
         state = read_state(folder)
