@@ -62,8 +62,8 @@ def _view_from(metadata: Any, asked: int) -> BrokerView:
     return BrokerView(responder, tuple(sorted(metadata.brokers)), topics)
 
 
-def _ask(asked: int, address: str, timeout_s: float) -> BrokerView | None:
-    client = AdminClient({"bootstrap.servers": address, "logger": log})
+def _ask(asked: int, address: str, timeout_s: float, settings: dict[str, Any] | None = None) -> BrokerView | None:
+    client = AdminClient({**(settings or {}), "bootstrap.servers": address, "logger": log})
     try:
         return _view_from(client.list_topics(timeout=timeout_s), asked)
     except KafkaException as exc:
@@ -71,18 +71,20 @@ def _ask(asked: int, address: str, timeout_s: float) -> BrokerView | None:
         return None
 
 
-def collect_views(addresses: dict[int, str], timeout_s: float = 3.0, rounds: int = 4) -> dict[int, BrokerView]:
+def collect_views(addresses: dict[int, str], timeout_s: float = 3.0, rounds: int = 4,
+                  settings: dict[str, Any] | None = None) -> dict[int, BrokerView]:
     """Every reachable broker's view, keyed by the broker that answered.
 
     `addresses` maps broker id to a bootstrap address. Each round asks every broker not
     yet heard from twice, with new clients, in parallel. A broker whose bootstrap does
-    not answer within `timeout_s` is not asked again; at most `rounds` rounds."""
+    not answer within `timeout_s` is not asked again; at most `rounds` rounds. `settings` are the
+    clients' own (a target's security: harness/target/security.py)."""
     views: dict[int, BrokerView] = {}
     pending = dict(addresses)
     with ThreadPoolExecutor(max_workers=2 * max(1, len(addresses))) as pool:
         for _ in range(rounds):
             asks = [(i, a) for i, a in pending.items() for _ in range(2)]
-            answers = list(pool.map(lambda ask: (ask[0], _ask(ask[0], ask[1], timeout_s)), asks))
+            answers = list(pool.map(lambda ask: (ask[0], _ask(ask[0], ask[1], timeout_s, settings)), asks))
             unreachable = {i for i, _ in asks} - {i for i, view in answers if view is not None}
             for _, view in answers:
                 if view is not None:

@@ -31,20 +31,27 @@ log = logging.getLogger(__name__)
 RECIPE_REVISION = 1
 
 
+BASE_PACKAGES = (
+    "openjdk-17-jre-headless",  # the broker JVM
+    "iproute2",  # ip, ss: inspect and shape the network
+    "iptables",  # partitions and packet loss
+    "libfaketime",  # per-broker wall-clock offsets
+    "procps",  # ps, pgrep, kill
+    "tini",  # PID 1 that reaps the broker JVM when it is killed
+    "netcat-openbsd",  # TCP reachability checks from inside a broker
+)
+# What `harness cluster up` adds for its standing cluster (harness/target/standing.py): sshd, so
+# that the cluster is acted on over SSH like a cluster the harness did not start. A separate image:
+# the runs' own image (and its tag) stays as it was.
+SSH_PACKAGES = ("openssh-server",)
+
+
 @dataclass(frozen=True)
 class ImageRecipe:
     """Everything that decides the image's content; its hash is the image tag."""
 
     suite: str
-    packages: tuple[str, ...] = (
-        "openjdk-17-jre-headless",  # the broker JVM
-        "iproute2",  # ip, ss: inspect and shape the network
-        "iptables",  # partitions and packet loss
-        "libfaketime",  # per-broker wall-clock offsets
-        "procps",  # ps, pgrep, kill
-        "tini",  # PID 1 that reaps the broker JVM when it is killed
-        "netcat-openbsd",  # TCP reachability checks from inside a broker
-    )
+    packages: tuple[str, ...] = BASE_PACKAGES
     env: tuple[tuple[str, str], ...] = field(
         default=(
             ("JAVA_HOME", "/usr/lib/jvm/java-17-openjdk-amd64"),
@@ -128,6 +135,10 @@ def build_rootfs(recipe: ImageRecipe, target: Path) -> None:
             hint="check that the apt mirror is reachable and the disk has ~1 GB free",
             details=(proc.stdout[-3000:] + proc.stderr[-2000:]).strip(),
         )
+    # Never ship host keys baked into an image: every container of it would share them. The standing
+    # cluster gives each sshd a key generated for it (harness/target/standing.py).
+    for host_key in (target / "etc" / "ssh").glob("ssh_host_*"):
+        host_key.unlink()
     # Drop what a broker never reads, to keep the image small.
     for junk in ("usr/share/doc", "usr/share/man", "usr/share/info", "var/cache/apt/archives", "var/lib/apt/lists"):
         shutil.rmtree(target / junk, ignore_errors=True)
@@ -142,10 +153,11 @@ def import_rootfs(client: docker.DockerClient, rootfs: Path, recipe: ImageRecipe
     client.api.import_image_from_file(str(tarball), repository=repository, tag=tag, changes=changes)
 
 
-def ensure_base_image(client: docker.DockerClient | None = None) -> str:
-    """Idempotent: return the base image tag, building it first if this recipe has no image yet."""
+def ensure_base_image(client: docker.DockerClient | None = None, extra_packages: tuple[str, ...] = ()) -> str:
+    """Idempotent: return the base image tag, building it first if this recipe has no image yet.
+    `extra_packages` make another image (its own tag) beside the runs' one."""
     client = client or docker.from_env()
-    recipe = ImageRecipe(suite=host_debian_suite())
+    recipe = ImageRecipe(suite=host_debian_suite(), packages=BASE_PACKAGES + tuple(extra_packages))
     tag = recipe.tag()
     if image_exists(client, tag):
         return tag
