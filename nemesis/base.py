@@ -51,6 +51,9 @@ class Nemesis:
         # The run's observer, shared by its nemeses (FaultRunner.setup gives it); a nemesis used
         # alone gets one of its own on its first look.
         self.observer: Observer | None = None
+        # Set when the fault phase ends (FaultRunner gives its own stop event): a long operation
+        # (a rolling restart takes minutes) finishes the step it is in and goes no further.
+        self.stopping = threading.Event()
 
     def setup(self, cluster: "KafkaCluster", recorder: NemesisRecorder | None = None, topic: str | None = None) -> "Nemesis":
         self.cluster, self.recorder, self.topic = cluster, recorder, topic

@@ -109,6 +109,7 @@ class FaultRunner:
         for nemesis in self.nemeses.values():
             nemesis.setup(cluster, recorder, self.topic)
             nemesis.observer = self.observer  # one run, one memory of its looks (nemesis/observer.py)
+            nemesis.stopping = self._stop  # a long operation stops between its steps when the heal begins
         return self
 
     def start(self) -> None:

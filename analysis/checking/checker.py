@@ -30,6 +30,8 @@ from analysis.explain.replica_evidence import NAME as REPLICA_DIVERGENCE, diverg
 from analysis.rules.permissions import REBALANCE_KINDS, allowed as permitted, effective_profile, model_permitted, rebalance_permitted
 from analysis.explain.explanations import clock as wall_clock
 from analysis.checking.lag import summary as realtime_lag
+from analysis.checking import unavailability
+from harness.history.faults import BY_START
 from analysis.explain.producer_evidence import duplicate_hint, match_duplicates, out_of_order_sequences
 from analysis.rules.registry import ANOMALIES, REGISTRY
 from analysis.checking.results_file import RESULTS, history_fingerprint, probe_writable, retire, write_results
@@ -140,6 +142,17 @@ def lag_of(d: A.Derived, history: History, record: RunRecord) -> dict[str, Any] 
     if not any((history.op_stats.get(f) or {}).get("ok") for f in ("poll", "txn")):
         return None
     return realtime_lag(d, record.drain.first_index if record.drain is not None else None)
+
+
+def unavailability_of(spark: SparkSession, history: History, record: RunRecord) -> dict[str, Any] | None:
+    """The clients' longest stretches with no ok write and no ok read during each fault band: a
+    measurement, no anomaly (analysis/checking/unavailability.py). None when no fault struck (the
+    counts per f tell, so a fault-free run never reads its history file again)."""
+    if not any(f in BY_START for f in history.op_stats):
+        return None
+    reads = any((history.op_stats.get(f) or {}).get("ok") for f in ("poll", "txn"))
+    return unavailability.measure(spark, history.events, str(history.path), history.format,
+                                  record.drain.first_index if record.drain is not None else None, reads)
 
 
 def judge(run_dir: Path, record: RunRecord, history: History, counted: Counted, dup_sends: list | None) -> Judged:
@@ -256,6 +269,8 @@ def check_history(spark: SparkSession, run_dir: Path, config: RecordLike, prefer
             examples, dup_sends = gather_examples(d, findings, counted.counts)
         with _timed(timings, "lag_s"):
             lag = lag_of(d, history, record)
+        with _timed(timings, "unavailability_s"):
+            unavailable = unavailability_of(spark, history, record)
     finally:
         if pairs is not None:
             pairs.unpersist()
@@ -264,7 +279,9 @@ def check_history(spark: SparkSession, run_dir: Path, config: RecordLike, prefer
         history.release()
     judged = judge(run_dir, record, history, counted, dup_sends)
     timings["total_s"] = round(time.perf_counter() - began, 3)
-    return results_of(record, history, counted, examples, lag, judged, timings)
+    results = results_of(record, history, counted, examples, lag, judged, timings)
+    results["unavailability"] = unavailable
+    return results
 
 
 class ResultsNotWritten(HarnessError):

@@ -237,6 +237,8 @@ def _fault_label(f: str, value: dict[str, Any]) -> tuple[list[int], str]:
     name = BY_START[f].label if f in BY_START else f
     if f == "start-partition" and value.get("shape"):
         name = f"partition {value['shape']}"
+    if f == "node-stop":  # an operation's step: "roll: clean stop"
+        name = f"{value.get('op') or 'operation'}: {value.get('how') or ''} stop".replace(":  ", ": ")
     label = f"{name} → broker{'s' if len(targets) != 1 else ''} {','.join(map(str, targets)) or '?'}"
     roles = _roles_text(value.get("roles"))
     return targets, f"{label} ({roles})" if roles else label

@@ -246,10 +246,17 @@ def render_report(run_dir: Path | str, output: Path | str | None = None, inline:
         check_cmd=f"python -m analysis check {run_dir}",
         replicas=(results or {}).get("replica_divergence"),
         no_faults=report_explain.no_faults(record, tl), timeline_tables=report_explain.timeline_tables(tl, run_dir, record),
-        extra_css=report_explain.CSS, utc=lambda t: clk.utc(t) or "",
+        extra_css=report_explain.CSS, utc=lambda t: clk.utc(t) or "", gap=_gaps(results),
     )
     title = f"{verdict.upper()} · Kafka run {(record or EMPTY).run_id or run_dir.name}"
     return html.write_atomic(out / "report.html", html.page(title, body, plotly=inline))
+
+
+def _gaps(results: dict[str, Any] | None) -> Any:
+    """A fault band (the timeline's) -> its unavailability figures in results.json, or None."""
+    bands = ((results or {}).get("unavailability") or {}).get("bands") or []
+    found = {(b["f"], round(float(b["start_s"]), 2)): b for b in bands}
+    return lambda fault: found.get((fault.f, round(fault.start_s, 2)))
 
 
 def _anomaly_sections(counts: dict[str, Any], examples: dict[str, Any], allow: list[str], explained: dict[str, Any],

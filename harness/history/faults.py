@@ -35,8 +35,18 @@ DISK_FULL = FaultKind("disk full (ENOSPC)", "disk-full", "disk-healed")
 # A preferred leader election to an in-sync follower (nemesis/transfer.py): from the request to the
 # moment the new leader was seen (or the wait gave up; `leader` says which).
 TRANSFER = FaultKind("leader transfer", "transfer-leader", "transferred")
+# Operations (issue 36): an operator's change, from its first step to its last. Its steps that take
+# a node down are NODE_DOWN bands of their own (value "op" names the operation, "how" clean or hard).
+# A zombie producer (nemesis/fence.py): from a second producer's init_transactions on a live
+# transactional.id to the moment it let go.
+ROLL = FaultKind("rolling restart", "roll", "rolled")
+NODE_DOWN = FaultKind("node stopped by an operation", "node-stop", "node-start")
+FENCE = FaultKind("zombie producer", "fence", "fenced")
 
-KINDS = (PARTITION, LOSS, KILL, PAUSE, CLOCK_BUMP, CLOCK_STROBE, CUT, POWER, DISK_EIO_WRITE, DISK_EIO_READ, DISK_FULL, TRANSFER)
+KINDS = (PARTITION, LOSS, KILL, PAUSE, CLOCK_BUMP, CLOCK_STROBE, CUT, POWER, DISK_EIO_WRITE, DISK_EIO_READ, DISK_FULL, TRANSFER,
+         ROLL, NODE_DOWN, FENCE)
+# The kinds that are operations: results.json and the report measure clients' unavailability during each.
+OPERATIONS = (ROLL, FENCE)
 BY_START = {k.start: k for k in KINDS}
 STOPS = {k.stop for k in KINDS}
 HEAL = "heal"  # the fault runner's final event: every fault healed (value: what each package did)
