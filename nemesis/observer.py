@@ -5,6 +5,10 @@ look, so that `rejoined` names the brokers back in an ISR since the last look, w
 It replaces a module-global dict keyed by id(cluster): a later cluster reused a gone one's id and
 compared its first look with the gone cluster's ISRs (a flaky unit test showed it). An observer
 lives as long as its run, so a new run starts with no previous look.
+
+With `watch_states` it also holds the run's StateWatch (nemesis/guided/watch.py): a thread that
+turns logs, metadata and acknowledgements into abstract states once a second and records their
+changes in the history, for `--schedule guided` (which steers by them) and `--observe`.
 """
 
 from __future__ import annotations
@@ -26,6 +30,31 @@ class Observer:
         self._lock = threading.Lock()
         self._last: tuple[float, dict[int, list[int]]] | None = None  # (time.monotonic(), partition -> ISR)
         self.looks = 0
+        self.watch: Any = None  # the StateWatch, when the run observes states
+
+    def watch_states(self, cluster: "KafkaCluster", recorder: Any, topic: str | None) -> None:
+        """Observe abstract states during the fault phase (begin() starts, end() stops the thread)."""
+        from nemesis.guided.watch import StateWatch
+
+        if topic is not None:
+            self.watch = StateWatch(cluster, recorder, topic)
+
+    def begin(self) -> None:
+        if self.watch is not None:
+            self.watch.start()
+
+    def fault(self, package: str, action: str, value: dict[str, Any] | None) -> None:
+        """A fault struck or was undone: the state's active faults follow."""
+        if self.watch is not None:
+            self.watch.fault(package, action, value)
+
+    def end(self) -> None:
+        if self.watch is not None:
+            self.watch.stop()
+
+    def describe(self) -> dict[str, Any]:
+        """For config.json: what the watch saw (distinct states, transitions, log facts by kind)."""
+        return {"observed": self.watch.summary()} if self.watch is not None else {}
 
     def look(self, cluster: "KafkaCluster", topic: str | None, views: Callable[[], Any] | None = None) -> Roles:
         """One look at the cluster's roles, with `rejoined` and `since_s` against the previous look."""

@@ -58,6 +58,7 @@ class FaultRunner:
         topic: str | None = None,
         schedule: list[FaultEvent] | None = None,
         scheduler: Scheduler | None = None,
+        observe: bool = False,
     ) -> None:
         """`scheduler` decides the faults (nemesis/schedule.py); without one, `schedule` (a recorded
         schedule) is replayed, and without that the seeded random schedule is drawn."""
@@ -79,6 +80,9 @@ class FaultRunner:
         self.errors: list[str] = []
         self._began = 0.0
         self.observer = Observer()  # what this run has seen of its cluster, shared by its nemeses
+        # Abstract states watched during the fault phase (nemesis/guided/watch.py): for a scheduler
+        # that steers by them (guided), or on request (--observe, detect's random runs).
+        self.observe = observe or bool(getattr(scheduler, "observes", False))
 
     @property
     def packages(self) -> list[str]:
@@ -98,6 +102,9 @@ class FaultRunner:
             "seed": self.seed,
             "options": {name: nemesis.options() for name, nemesis in self.nemeses.items()},
             "schedule": [e.as_dict() for e in (sorted(self.executed, key=lambda e: (e.at_s, e.package)) or self.schedule)],
+            "scheduler": self.scheduler.name,
+            **self.observer.describe(),
+            **({"guided": self.scheduler.describe()} if hasattr(self.scheduler, "describe") else {}),
         }
 
     def setup(self, cluster: "KafkaCluster", recorder: NemesisRecorder | None = None, topic: str | None = None) -> "FaultRunner":
@@ -109,6 +116,8 @@ class FaultRunner:
         for nemesis in self.nemeses.values():
             nemesis.setup(cluster, recorder, self.topic)
             nemesis.observer = self.observer  # one run, one memory of its looks (nemesis/observer.py)
+        if self.observe and recorder is not None:
+            self.observer.watch_states(cluster, recorder, self.topic)
             nemesis.stopping = self._stop  # a long operation stops between its steps when the heal begins
         return self
 
@@ -116,6 +125,7 @@ class FaultRunner:
         """One bounded thread per package, all timed from one start: a slow fault of one package
         (a partition's rules under load) never delays another's, in a run or in its replay."""
         self._began = time.monotonic()
+        self.observer.begin()
         for package in self.nemeses:
             thread = threading.Thread(target=self._run, args=(package,), name=f"nemesis-{package}", daemon=True)
             self._threads.append(thread)
@@ -142,6 +152,7 @@ class FaultRunner:
         nemesis.struck_at = None
         try:
             value = nemesis.invoke(event.action, dict(event.params), self._rngs[event.package])
+            self.observer.fault(event.package, event.action, value)
             params = nemesis.replay_params(value) if event.action == "start" else {}
             if nemesis.struck_at is not None and self._began:  # the moment it struck, after its look
                 at_s = round(nemesis.struck_at - self._began, 3)
@@ -162,15 +173,31 @@ class FaultRunner:
         cluster vanished) used to keep striking at its dead cluster until the time limit: a sweep
         saw a kill 2 min after its run had failed. Healing is heal_and_stop's job, not this."""
         self._stop.set()
+        self._release()
         for thread in self._threads:
             thread.join(timeout=5.0)
+        self.observer.end()
+
+    def _release(self) -> None:
+        """Wake threads waiting in a scheduler that hands out one decision at a time (guided)."""
+        close = getattr(self.scheduler, "close", None)
+        if close is not None:
+            close()
 
     def heal_and_stop(self) -> dict[str, Any]:
         """Stop the schedule, undo every fault, wait for full ISRs; return (and record) what happened."""
         self._stop.set()
+        self._release()
         deadline = time.monotonic() + 60
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        self.observer.end()  # the states of the fault phase only: the heal's are not steered
+        finish = getattr(self.scheduler, "finish", None)
+        if finish is not None:
+            try:
+                finish(self.observer)  # e.g. the guided schedule adds what it saw to the store's coverage map
+            except Exception as exc:  # a coverage map not written costs the next run a memory, not this run
+                self.errors.append(f"scheduler finish: {exc}")
         # Order matters: resume and restart before healing the network, reset clocks last (each
         # package's heal_rank); every package the run holds is torn down, registered or not.
         ranked = registry.heal_order(registry.registered(self.nemeses))

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.history.faults import BY_START, HEAL, STOPS, ended_by
-from harness.history.format import CLIENT_FS as FS, TYPES
+from harness.history.format import CLIENT_FS as FS, OBSERVED, TYPES
 from harness.history.record import RecordLike, as_record
 
 NS = 1_000_000_000
@@ -256,6 +256,8 @@ def faults_from(nemesis: list[dict[str, Any]], end_s: float) -> tuple[list[Fault
         if f in BY_START:
             targets, label = _fault_label(f, v)
             open_.append(Fault(f, t, end_s, targets, label, v, "end of history"))
+        elif f == OBSERVED:  # the state watch's observations (docs/guided.md): neither a fault nor a marker
+            continue
         elif f in STOPS or f == HEAL:
             kinds = {k.start for k in ended_by(f)}
             named = {x for x in (v.get("targets") or []) if isinstance(x, int)} if isinstance(v, dict) else set()

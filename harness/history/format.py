@@ -33,6 +33,11 @@ READ_FS = ("poll", "txn")  # the fs whose ok completions carry records read
 RESET_FS = ("assign", "subscribe")  # the fs after which a consumer's read sequence starts afresh
 SEEKS = ("beginning", "committed", None)
 NEMESIS = "nemesis"  # the process of every fault event
+# A nemesis-process event that is an observation, not a fault: the abstract states of the workload's
+# partitions that changed at one tick of the run's state watch (nemesis/guided/watch.py, docs/guided.md).
+# Its value: {"states": {"queue-3": "kill|L:hit|isr2|trunc-hw|w0", ...}, "distinct_states": N,
+# "distinct_transitions": M}. The checkers skip it with every nemesis event; the timeline draws no marker.
+OBSERVED = "observed"
 FIELDS = ("index", "time", "process", "type", "f", "value")
 
 
@@ -153,6 +158,9 @@ def strict_problem(e: dict[str, Any]) -> str | None:
     if process == NEMESIS:
         if type_ != "info" or not isinstance(v, dict):
             return "nemesis events need type 'info', a string f and an object value"
+        if f == OBSERVED and (not isinstance(v.get("states"), dict)
+                              or not all(isinstance(k, str) and isinstance(x, str) for k, x in v["states"].items())):
+            return f"an observed event's value needs 'states': {{partition: state text}}, got {v!r}"
         return None
     if not is_int(process) or process < 0:
         return f"process must be a non-negative int or 'nemesis', got {process!r}"

@@ -1,0 +1,109 @@
+"""What a broker's server.log says, reduced to a few kinds of fact: the log half of the abstract state.
+
+Each pattern was written from real lines of the versions this harness runs, quoted in
+tests/test_observer_loglines.py: 4.4.0 and 4.3.1 (KRaft; "[Partition queue-3 broker=3] Shrinking ISR
+from 3,2,1 to 2,3", "Truncating partition queue-3 with TruncationState(...) due to local high
+watermark 0", "Fencing broker 2 at epoch 10 because its session has timed out") and 0.10.2.2
+(ZooKeeper; "Partition [scenario,0] on broker 2: Expanding ISR for partition scenario-0 from 2 to
+2,3", "Truncating log scenario-0 to offset 0."). 1.1.1's and 3.9.2's shapes are taken from the lines
+docs/detection.md quotes ("Truncating to offset 4933", "queue-1 starts at Leader Epoch 2 from offset
+581", "Exiting because log truncation is not allowed"); no server.log of those versions was on this
+machine on 2026-11-26 to check more against.
+
+A fact names a partition of the workload topic (`queue-3` or, before 0.11, `[queue,3]`) or none
+(a cluster-wide fact: a controller change, a fenced broker, a start-up). Lines about other topics
+(__consumer_offsets) are dropped: the scheduler steers by the workload's partitions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# kind -> pattern. Order matters: the first kind whose pattern matches a line wins, so the
+# specific ones ("truncation refused") come before the general ones ("truncate").
+KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((k, re.compile(p)) for k, p in (
+    # 0.10.2.2's KAFKA-4039 precondition: a follower with a longer log than its new leader's.
+    ("truncation-refused", r"Exiting because log truncation is not allowed"),
+    # "has no effect" lines follow every restart's truncation to the high watermark and change nothing.
+    ("truncate-noop", r"Truncating to (?:offset )?\d+ has no effect"),
+    # 3.x/4.x say why: to the local high watermark (restart, KIP-101's old way) or to the leader's epoch end.
+    ("truncate-hw", r"Truncating partition \S+ with TruncationState\(.*due to local high watermark"),
+    ("truncate-epoch", r"Truncating partition \S+ with TruncationState\(.*due to leader epoch"),
+    ("truncate", r"Truncating (?:log \S+ to offset \d+|to (?:offset )?\d+)"),
+    ("isr-shrink", r"Shrinking ISR"),
+    ("isr-expand", r"Expanding ISR"),
+    ("elr", r"\bELRs?\b|eligibleLeaderReplicas=\[\d|\belr=\[\d"),
+    ("unclean", r"potential data loss|[Uu]nclean leader election|Periodic task electUnclean generated [1-9]"),
+    # A broker becomes a partition's leader (3.x/4.x "Leader queue-5 ... starts at leader epoch 0",
+    # 1.1.1 "queue-1 starts at Leader Epoch 2", 0.10.2.2's controller "Selected new leader and ISR").
+    ("leader", r"\bLeader \S+ with topic id .* starts at leader epoch|^(?!.*Follower).*starts at Leader Epoch"
+               r"|Selected new leader and ISR"),
+    ("follower", r"\bFollower \S+ starts at leader epoch"),
+    ("fenced", r"Fencing broker \d+|fenced=1\b"),
+    ("unfenced", r"has been unfenced|request from broker \d+ to unfence has been granted"),
+    ("controller", r"Becoming the active controller|the leader is \(none\)|successfully elected as (?:the )?(?:leader|controller)"
+                   r"|Controller startup complete|starting become controller state transition"),
+    ("startup", r"\[Kafka Server \d+\], started|\[KafkaServer id=\d+\] started|Kafka Server started"
+                r"|Transition from STARTING to STARTED"),
+    ("shutdown", r"\[Kafka Server \d+\], shutting down|\[KafkaServer id=\d+\] shutting down"
+                 r"|Transition from \w+ to SHUTTING_DOWN|shut down completed"),
+    ("fatal", r"\] FATAL |Shutdown broker because all log dirs"),
+))
+# Kinds that are about the whole cluster, whatever partition a line may name.
+CLUSTER_KINDS = frozenset({"fenced", "unfenced", "controller", "startup", "shutdown", "fatal", "unclean"})
+# Kinds that say nothing new about a partition's state (kept for counts, left out of the state).
+QUIET_KINDS = frozenset({"truncate-noop", "follower"})
+
+
+@dataclass(frozen=True)
+class Fact:
+    kind: str
+    partition: int | None  # of the workload topic; None: cluster-wide
+    broker: int | None  # whose log said it
+
+
+def partition_pattern(topic: str) -> re.Pattern[str]:
+    """`queue-3` (not `queue-30` when asked about 3: the digits run to the end) or `[queue,3]` (before 0.11)."""
+    t = re.escape(topic)
+    return re.compile(rf"(?<![\w.-]){t}-(\d+)(?!\d)|\[{t},(\d+)\]")
+
+
+def classify(line: str, topic: str, broker: int | None = None, names: re.Pattern[str] | None = None) -> Fact | None:
+    """The fact one log line states, or None. Configuration dumps (tab-indented `key = value` lines
+    at start-up: "unclean.leader.election.enable = false") and stack-trace lines state nothing."""
+    if not line or line[0] in " \t" or "leader.election.enable" in line:
+        return None
+    for kind, pattern in KINDS:
+        if pattern.search(line):
+            break
+    else:
+        return None
+    m = (names or partition_pattern(topic)).search(line)
+    partition = int(m.group(1) or m.group(2)) if m else None
+    if kind not in CLUSTER_KINDS and partition is None:
+        # A partition fact about another topic (__consumer_offsets-7) is not the workload's.
+        return None if re.search(r"[\w.-]+-\d+|\[[\w.-]+,\d+\]", line) else Fact(kind, None, broker)
+    return Fact(kind, partition if kind not in CLUSTER_KINDS else None, broker)
+
+
+class LogTail:
+    """One broker's server.log read from where the last read ended (Node.read_log), in whole lines.
+    A file that got shorter was rotated by log4j: reading starts again from its beginning."""
+
+    def __init__(self, node: object, name: str = "server.log") -> None:
+        self.node, self.name, self.offset, self.rest = node, name, 0, ""
+
+    def start_at_end(self) -> None:
+        """Skip what the log already holds (the cluster's start-up is not the fault phase's)."""
+        _, self.offset = self.node.read_log(self.offset, self.name)  # type: ignore[attr-defined]
+
+    def lines(self) -> list[str]:
+        transport = getattr(self.node, "transport", None)
+        if transport is not None and transport.size(self.name) < self.offset:  # rotated
+            self.offset, self.rest = 0, ""
+        text, end = self.node.read_log(self.offset, self.name)  # type: ignore[attr-defined]
+        self.offset = end
+        text = self.rest + text
+        whole, _, self.rest = text.rpartition("\n")
+        return whole.splitlines() if whole else []

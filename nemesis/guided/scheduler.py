@@ -1,0 +1,210 @@
+"""`--schedule guided`: a fault schedule that steers toward abstract states not seen before.
+
+Design: Mallory's (Meng et al., CCS 2023) Q-learning, over this harness's abstract states
+(nemesis/guided/state.py). One decision at a time, for the whole run:
+
+- the state s is the coarse `decision_state` the run's StateWatch sees when the decision is made;
+- an action is (start PACKAGE with TARGET, or stop PACKAGE) × how long to let it act before the
+  next decision, one of DELAYS × the nemesis interval; the fault strikes at once;
+- the reward of an action, counted when the next decision comes, is the sum over every partition
+  state and transition first seen in this run since the action of 1/sqrt(1 + N), N
+  being how often earlier guided runs of the store saw it (the coverage map): Mallory's
+  count-based novelty, so a state no run has seen is worth 1 and a common one almost nothing;
+- Q(s, a) += ALPHA (r + GAMMA max Q(s', ·) − Q(s, a)); an action never tried in a state is worth
+  OPTIMISM, so every action is tried in each state before any is repeated; otherwise the best is
+  taken, and with probability EPSILON a random one. The Q table persists in the coverage map, so a
+  store's later runs start where the earlier ones stopped.
+
+Why Q-learning and not Mallory's simpler power schedule: the KIPs' bugs need two faults in order
+with the right gap (a leader killed, then within the 6 s ZooKeeper session the replica that will
+be elected next), and the second fault's value shows only in the state the first one made. A
+power schedule scores single faults; Q values carry the reward back one decision (GAMMA).
+
+Unlike the random schedule, a package may hold a second start before its stop (MAX_HOLD): kill
+the leader, then 3 s later kill a leader again. That is still a generic kill; no step names a role
+that only exists mid-sequence (heir's "the replica it will elect next"), so `heir`, `transfer`,
+`flap` and `rejoin` are refused.
+
+Every choice draws from one seeded random stream and is recorded (config.json
+nemesis_config.guided.decisions: the state, the action, its Q value, the reward); the executed
+schedule, with the brokers each fault resolved, is what `run --replay` repeats. The same seed and
+the same observations give the same choices (tests/test_guided_scheduler.py); a second live run
+of a seed observes a different cluster, so it may choose differently: replay it instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from nemesis.guided import coverage
+from nemesis.schedule import FaultEvent
+
+log = logging.getLogger("nemesis")
+
+REFUSED = ("heir", "transfer", "flap", "rejoin")  # recipes: sequences written after the bugs were known
+DELAYS = (0.1, 0.3, 0.6, 1.2)  # × the nemesis interval: 1, 3, 6 and 12 s at the default 10 s
+MAX_HOLD = {"kill": 2, "pause": 2}  # starts a package may hold at once; every other package one
+HOLD_LIMIT = 3.0  # × the interval: a fault held longer is stopped without asking (the run goes on)
+ALPHA, GAMMA, EPSILON, OPTIMISM = 0.3, 0.5, 0.1, 1.0
+# The start parameter each package's nemesis takes from its params, and where its choices are.
+CHOICE_OF = {"partition": ("shape", "shapes"), "clock": ("mode", "modes")}
+
+
+def refuse_recipes(packages: list[str]) -> None:
+    refused = [p for p in packages if p in REFUSED]
+    if refused:
+        raise HarnessError(f"--schedule guided uses generic fault packages only; {', '.join(refused)} "
+                           f"{'is a recipe' if len(refused) == 1 else 'are recipes'} written after the bug "
+                           "it finds was known.",
+                           hint="drop them from --nemesis (kill, partition, pause, clock, power, disk), or use --schedule random")
+
+
+def choices_of(name: str, nemesis: Any) -> tuple[str | None, tuple[str, ...]]:
+    """(param key, its values) a start of this package chooses among: kill's targets, partition's shapes..."""
+    key, attr = CHOICE_OF.get(name, ("target", "targets"))
+    values = getattr(nemesis, attr, None)
+    return (key, tuple(values)) if values else (None, ("-",))
+
+
+class GuidedScheduler:
+    name = "guided"
+    observes = True  # the runner starts its StateWatch (nemesis/guided/watch.py)
+
+    def __init__(self, nemeses: dict[str, Any], time_limit_s: float, interval_s: float, seed: int,
+                 coverage_path: Path | str | None = None, version: str = "unknown") -> None:
+        refuse_recipes(list(nemeses))
+        self.time_limit_s, self.interval_s, self.seed, self.version = time_limit_s, interval_s, seed, version
+        self.choices = {name: choices_of(name, n) for name, n in nemeses.items()}
+        self.rng = random.Random(f"{seed}:guided")
+        self.coverage_path = Path(coverage_path) if coverage_path is not None else None
+        self.prior = coverage.read(self.coverage_path, version) if self.coverage_path else coverage.VersionCoverage()
+        self.q: dict[str, dict[str, float]] = {s: dict(a) for s, a in self.prior.q.items()}
+        self.held: dict[str, list[float]] = {p: [] for p in nemeses}  # start times of the faults each holds
+        self.decisions: list[dict[str, Any]] = []
+        self.saved: dict[str, Any] | None = None
+        self._last: tuple[str, str] | None = None
+        self._cond = threading.Condition()
+        self._pending: dict[str, FaultEvent] = {}
+        self._owner: str | None = None  # the package whose decided event has not run yet
+        self._closed = False
+        self._began: float | None = None
+        # Seconds into the fault phase when the next decision is due (the previous action's delay runs
+        # out); the first waits 3 s so that the watch has seen the cluster unfaulted first.
+        self._decide_at = DELAYS[1] * interval_s
+
+    # --- the Scheduler protocol ----------------------------------------------------------------
+    def planned(self) -> list[FaultEvent]:
+        return []  # decided as the run goes; config.json gets the executed schedule
+
+    def next(self, package: str, now_s: float, observer: Any = None) -> FaultEvent | None:
+        """This package's next event. One decision is in flight at a time: the thread whose event
+        has just run decides the next one (for any package) and hands it over; the others wait."""
+        with self._cond:
+            if self._began is None:
+                self._began = time.monotonic() - now_s
+            if self._owner == package and package not in self._pending:
+                self._owner = None  # its event has run: the turn is free
+            while True:
+                now_s = time.monotonic() - self._began
+                if self._closed or now_s >= self.time_limit_s:
+                    return None
+                if package in self._pending:
+                    return self._pending.pop(package)
+                if self._owner is None and now_s < self._decide_at:
+                    self._cond.wait(min(0.5, self._decide_at - now_s))
+                    continue
+                if self._owner is None:
+                    event = self.decide(now_s, getattr(observer, "watch", None))
+                    if event is None:
+                        return None
+                    self._owner = event.package
+                    self._pending[event.package] = event
+                    self._cond.notify_all()
+                    continue
+                self._cond.wait(0.5)
+
+    def close(self) -> None:
+        """The fault phase is over: waiting threads return None."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # --- deciding -------------------------------------------------------------------------------
+    def actions(self, now_s: float) -> list[str]:
+        out = []
+        for p, (_, values) in self.choices.items():
+            if len(self.held[p]) < MAX_HOLD.get(p, 1):
+                out += [f"start:{p}:{v}@{d}" for v in values for d in DELAYS]
+            if self.held[p]:
+                out += [f"stop:{p}@{d}" for d in DELAYS]
+        return out
+
+    def value(self, state: str, action: str) -> float:
+        return self.q.get(state, {}).get(action, OPTIMISM)
+
+    def decide(self, now_s: float, watch: Any) -> FaultEvent | None:
+        state = watch.decision_state() if watch is not None else "unobserved"
+        fresh = watch.take_fresh() if watch is not None else []
+        reward = round(sum(1.0 / math.sqrt(1 + self.prior.count(x)) for x in fresh), 4)
+        actions = self.actions(now_s)
+        if self._last is not None:
+            s, a = self._last
+            best = max((self.value(state, b) for b in actions), default=0.0)
+            old = self.value(s, a)
+            self.q.setdefault(s, {})[a] = round(old + ALPHA * (reward + GAMMA * best - old), 4)
+        overdue = [p for p, starts in sorted(self.held.items()) if starts and now_s - starts[0] > HOLD_LIMIT * self.interval_s]
+        explore = False
+        if overdue:
+            action, why = f"stop:{overdue[0]}@{DELAYS[0]}", "held too long"
+        elif not actions:
+            return None
+        elif self.rng.random() < EPSILON:
+            action, why, explore = self.rng.choice(actions), "explore", True
+        else:
+            top = max(self.value(state, a) for a in actions)
+            action, why = self.rng.choice([a for a in actions if self.value(state, a) == top]), "best"
+        self._last = (state, action)
+        kind, rest = action.split(":", 1)
+        what, delay = rest.rsplit("@", 1)
+        at_s = round(now_s, 3)
+        self._decide_at = now_s + float(delay) * self.interval_s
+        package, _, choice = what.partition(":")
+        params: dict[str, Any] = {}
+        key = self.choices[package][0]
+        if kind == "start":
+            self.held[package].append(at_s)
+            if key is not None:
+                params[key] = choice
+        else:
+            self.held[package] = []
+        self.decisions.append({"at_s": round(now_s, 3), "state": state, "action": action, "why": why,
+                               "q": round(self.value(state, action), 4), "reward_of_previous": reward,
+                               "fresh": len(fresh)})
+        log.info("guided: %s in state %s (%s)", action, state, why)
+        return FaultEvent(at_s, package, kind, params)
+
+    # --- the end of the fault phase ------------------------------------------------------------------
+    def finish(self, observer: Any) -> None:
+        """Add this run's states and transitions, and the Q table, to the store's coverage map."""
+        watch = getattr(observer, "watch", None)
+        if self.coverage_path is None or watch is None or watch.ticks == 0:
+            return
+        states, transitions = watch.snapshot()
+        new_states = sum(1 for s in states if s not in self.prior.states)
+        new_transitions = sum(1 for t in transitions if t not in self.prior.transitions)
+        entry = coverage.add_run(self.coverage_path, self.version, states, transitions, self.q)
+        self.saved = {"path": str(self.coverage_path), "version": self.version, "runs_before": self.prior.runs,
+                      "states_before": len(self.prior.states), "transitions_before": len(self.prior.transitions),
+                      "new_states": new_states, "new_transitions": new_transitions,
+                      "states_after": len(entry.states), "transitions_after": len(entry.transitions)}
+
+    def describe(self) -> dict[str, Any]:
+        return {"seed": self.seed, "version": self.version, "decisions": list(self.decisions), "coverage": self.saved,
+                "design": "q-learning", "alpha": ALPHA, "gamma": GAMMA, "epsilon": EPSILON, "delays_x_interval": list(DELAYS)}

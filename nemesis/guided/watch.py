@@ -1,0 +1,143 @@
+"""The run's state watch: a thread that ticks once a second during the fault phase, reads what the
+brokers logged since the last tick, looks at the metadata, counts acknowledged sends, turns them
+into partition states (nemesis/guided/state.py), and records each change in the history as one
+`observed` event (harness/history/faults.py OBSERVED; docs/history.md).
+
+Its own metadata look is not the nemeses' (Roles.now directly, not the run's Observer.look): the
+`rejoined` target compares a nemesis's look with the previous nemesis look, and a look every
+second would leave nobody 'rejoined'. Looks are taken every `look_every` ticks (2: each asks every
+broker, and a paused broker makes one wait its 3 s timeout).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable
+
+from harness.history.format import OBSERVED
+from nemesis.guided.loglines import LogTail, classify, partition_pattern
+from nemesis.guided.state import Abstraction, Acks, Look, Seen, decision_state, now
+
+log = logging.getLogger("nemesis")
+
+TICK_S = 1.0
+
+
+class StateWatch:
+    def __init__(self, cluster: Any, recorder: Any, topic: str, tick_s: float = TICK_S, look_every: int = 2,
+                 looker: Callable[[], Any] | None = None) -> None:
+        self.cluster, self.recorder, self.topic, self.tick_s, self.look_every = cluster, recorder, topic, tick_s, look_every
+        self._looker = looker
+        self.abstraction = Abstraction()
+        self.seen = Seen()
+        self.active: dict[str, int] = {}  # package -> starts it holds now
+        self.hit: dict[str, set[int]] = {}  # package -> broker ids its faults hold
+        self.look: Look | None = None
+        self.states: dict[int, str] = {}
+        self.ticks = 0
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._names = partition_pattern(topic)
+        nodes = list(getattr(cluster, "brokers", []))
+        self._tails = [(getattr(n, "node_id", None), LogTail(n)) for n in nodes]
+        path = getattr(recorder, "path", None)
+        self._acks = Acks(path) if path is not None else None
+
+    # --- what the fault runner tells it -------------------------------------------------------
+    def fault(self, package: str, action: str, value: dict[str, Any] | None) -> None:
+        """A fault struck (start) or was undone (stop). A start recorded as skipped holds nothing."""
+        value = value or {}
+        with self._lock:
+            if action == "start":
+                if value.get("skipped"):
+                    return
+                self.active[package] = self.active.get(package, 0) + 1
+                self.hit.setdefault(package, set()).update(t for t in value.get("targets") or [] if isinstance(t, int))
+            else:
+                self.active.pop(package, None)
+                self.hit.pop(package, None)
+
+    # --- the thread ---------------------------------------------------------------------------
+    def start(self) -> None:
+        for _, tail in self._tails:
+            try:
+                tail.start_at_end()
+            except Exception as exc:  # a log not there yet is read from its start
+                self.errors.append(f"log: {exc}"[:200])
+        if self._acks is not None:
+            self._acks.start_at_end()
+        self._thread = threading.Thread(target=self._run, name="state-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10.0)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.tick_s):
+            try:
+                self.tick()
+            except Exception as exc:  # an observation lost, never the run
+                if len(self.errors) < 20:
+                    self.errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                log.debug("state watch: %s", exc)
+
+    def tick(self) -> dict[int, tuple[str | None, str]]:
+        """One observation: logs, (every look_every ticks) metadata, acks; record what changed."""
+        t = now()
+        facts = []
+        for broker, tail in self._tails:
+            for line in tail.lines():
+                fact = classify(line, self.topic, broker, self._names)
+                if fact is not None:
+                    facts.append(fact)
+        if self.ticks % self.look_every == 0:
+            self.look = self._look()
+        acked = self._acks.read() if self._acks is not None else None
+        with self._lock:
+            self.ticks += 1
+            self.abstraction.add(facts, t)
+            hit = set().union(*self.hit.values()) if self.hit else set()
+            self.states = self.abstraction.states(t, self.look, self.active, hit, acked)
+            changed = self.seen.update(self.states)
+        if changed and self.recorder is not None:
+            self.recorder.nemesis(OBSERVED, {
+                "states": {f"{self.topic}-{p}": new for p, (_, new) in sorted(changed.items())},
+                "distinct_states": len(self.seen.states), "distinct_transitions": len(self.seen.transitions)})
+        return changed
+
+    def _look(self) -> Look | None:
+        from nemesis.targets import Roles
+
+        try:
+            roles = self._looker() if self._looker is not None else Roles.now(self.cluster, self.topic)
+            return Look.of(roles)
+        except Exception as exc:
+            self.errors.append(f"look: {exc}"[:200])
+            return None
+
+    # --- what the scheduler and config.json read -------------------------------------------------
+    def decision_state(self) -> str:
+        with self._lock:
+            hit = set().union(*self.hit.values()) if self.hit else set()
+            return decision_state(self.look, self.states, self.active, hit)
+
+    def take_fresh(self) -> list[str]:
+        with self._lock:
+            return self.seen.take_fresh()
+
+    def summary(self) -> dict[str, Any]:
+        with self._lock:
+            return {"ticks": self.ticks, "distinct_states": len(self.seen.states),
+                    "distinct_transitions": len(self.seen.transitions),
+                    "log_facts": dict(sorted(self.abstraction.fact_counts.items())),
+                    "errors": self.errors[:5]}
+
+    def snapshot(self) -> tuple[dict[str, int], dict[str, int]]:
+        """This run's distinct states and transitions with their counts (the coverage map adds them)."""
+        with self._lock:
+            return dict(self.seen.states), dict(self.seen.transitions)

@@ -1,0 +1,210 @@
+"""The guided schedule (nemesis/guided/scheduler.py), its abstract states (state.py) and the
+store's coverage map (coverage.py), without a cluster: observations are fed by hand."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from harness.errors import HarnessError
+from nemesis.guided import coverage
+from nemesis.guided.loglines import Fact
+from nemesis.guided.scheduler import DELAYS, GuidedScheduler, refuse_recipes
+from nemesis.guided.state import Abstraction, Acks, Look, Seen, decision_state
+
+
+class _Nemesis:
+    def __init__(self, **attrs) -> None:  # type: ignore[no-untyped-def]
+        self.__dict__.update(attrs)
+
+
+NEMESES = {"kill": _Nemesis(targets=("one", "leader", "controller")), "partition": _Nemesis(shapes=("one", "halves")),
+           "pause": _Nemesis(targets=("leader",))}
+
+
+class _Watch:
+    """A StateWatch stand-in: each decision sees the next scripted (state, fresh items)."""
+
+    def __init__(self, script: list[tuple[str, list[str]]]) -> None:
+        self.script, self.i, self.ticks = script, 0, 1
+
+    def decision_state(self) -> str:
+        return self.script[min(self.i, len(self.script) - 1)][0]
+
+    def take_fresh(self) -> list[str]:
+        fresh = self.script[min(self.i, len(self.script) - 1)][1]
+        self.i += 1
+        return fresh
+
+    def snapshot(self):  # type: ignore[no-untyped-def]
+        return {"-|L:ok|isr3|-|w": 5, "kill|L:hit|isr2|trunc-hw|w0": 1}, {"-|L:ok|isr3|-|w -> kill|L:hit|isr2|trunc-hw|w0": 1}
+
+
+SCRIPT = [("-|isr3|-", []), ("kill|isr2|leader-hit|-", ["a", "b"]), ("kill|isr2|trunc", ["c"]), ("-|isr3|-", []),
+          ("pause|isr2|-", ["d"]), ("-|isr3|-", [])] * 3
+
+
+def _decisions(seed: int, path=None) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+    s = GuidedScheduler(NEMESES, 120.0, 10.0, seed, coverage_path=path, version="0.10.2.2")
+    watch = _Watch(SCRIPT)
+    out = []
+    for i in range(len(SCRIPT)):
+        event = s.decide(float(i * 5), watch)
+        assert event is not None
+        out.append((event.package, event.action, json.dumps(event.params)))
+    return out
+
+
+def test_the_same_seed_and_observations_give_the_same_choices() -> None:
+    assert _decisions(7) == _decisions(7)
+
+
+def test_another_seed_chooses_otherwise() -> None:
+    assert _decisions(7) != _decisions(8)
+
+
+def test_every_choice_is_recorded_with_its_state_and_the_reward_of_the_one_before() -> None:
+    s = GuidedScheduler(NEMESES, 120.0, 10.0, 3, version="x")
+    watch = _Watch(SCRIPT)
+    for i in range(4):
+        s.decide(float(i), watch)
+    d = s.describe()["decisions"]
+    assert [x["state"] for x in d] == [SCRIPT[i][0] for i in range(4)]
+    assert d[1]["reward_of_previous"] == 2.0  # two items no earlier run saw: 1/sqrt(1) each
+    assert all(x["action"].split(":")[0] in ("start", "stop") for x in d)
+
+
+def test_untried_actions_come_first_and_rewarded_ones_are_valued() -> None:
+    """Optimism: in one state every action is tried before any is repeated (EPSILON aside)."""
+    s = GuidedScheduler({"kill": _Nemesis(targets=("leader",))}, 1e9, 10.0, 1, version="x")
+    s.held["kill"] = []
+    watch = _Watch([("one-state", [])])
+    tried = []
+    for i in range(len(DELAYS)):
+        e = s.decide(float(i), watch)
+        s.held["kill"] = []  # keep every start available
+        tried.append(s.decisions[-1]["action"])
+    explored = [d for d in s.decisions if d["why"] == "explore"]
+    assert len(set(tried)) >= len(tried) - len(explored)
+
+
+def test_a_package_holds_at_most_its_limit_and_an_old_fault_is_stopped() -> None:
+    s = GuidedScheduler({"partition": _Nemesis(shapes=("halves",))}, 1e9, 10.0, 5, version="x")
+    watch = _Watch([("s", [])])
+    first = s.decide(0.0, watch)
+    assert first is not None and (first.action, first.params) == ("start", {"shape": "halves"})
+    assert all(a.startswith("stop:") for a in s.actions(1.0))  # partition holds one start at most
+    late = s.decide(31.0, watch)  # held more than HOLD_LIMIT × 10 s
+    assert late is not None and late.action == "stop" and s.decisions[-1]["why"] == "held too long"
+
+
+@pytest.mark.parametrize("package", ["heir", "transfer", "flap", "rejoin"])
+def test_recipes_are_refused(package: str) -> None:
+    with pytest.raises(HarnessError, match="generic fault packages only"):
+        refuse_recipes(["kill", package])
+    refuse_recipes(["kill", "partition", "pause", "clock", "power", "disk"])
+
+
+def test_threads_get_their_own_events_one_decision_at_a_time() -> None:
+    """The runner's threads each ask for their package; every event decided reaches its package."""
+    s = GuidedScheduler(NEMESES, 2.0, 0.05, 11, version="x")
+    got: dict[str, list[str]] = {p: [] for p in NEMESES}
+    began = time.monotonic()
+
+    def run(package: str) -> None:
+        while (e := s.next(package, time.monotonic() - began)) is not None:
+            assert e.package == package
+            got[package].append(e.action)
+
+    threads = [threading.Thread(target=run, args=(p,)) for p in NEMESES]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads)
+    assert sum(map(len, got.values())) == len(s.decisions) > 5
+
+
+def test_close_releases_waiting_threads() -> None:
+    s = GuidedScheduler(NEMESES, 1e9, 10.0, 1, version="x")
+    out = []
+    t = threading.Thread(target=lambda: out.append(s.next("kill", 0.0)))
+    t.start()
+    time.sleep(0.2)
+    s.close()
+    t.join(2)
+    assert not t.is_alive() and out == [None]
+
+
+def test_the_coverage_map_grows_across_runs_and_feeds_the_next_runs_rewards(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = coverage.path_in(tmp_path)
+    first = GuidedScheduler(NEMESES, 120.0, 10.0, 1, coverage_path=path, version="0.10.2.2")
+    first.decide(0.0, _Watch([("s", ["x"])]))
+    first.decide(1.0, _Watch([("s", ["x"])]))
+    first.finish(type("O", (), {"watch": _Watch(SCRIPT)})())
+    assert first.saved is not None and first.saved["new_states"] == 2 and first.saved["runs_before"] == 0
+    entry = coverage.read(path, "0.10.2.2")
+    assert entry.runs == 1 and entry.states["-|L:ok|isr3|-|w"] == 5 and entry.q
+    second = GuidedScheduler(NEMESES, 120.0, 10.0, 1, coverage_path=path, version="0.10.2.2")
+    second.finish(type("O", (), {"watch": _Watch(SCRIPT)})())
+    entry = coverage.read(path, "0.10.2.2")
+    assert entry.runs == 2 and entry.states["-|L:ok|isr3|-|w"] == 10 and second.saved["new_states"] == 0
+    assert coverage.read(path, "4.4.0").runs == 0  # versions are kept apart
+    # A state seen by earlier runs is worth less than a new one.
+    third = GuidedScheduler(NEMESES, 120.0, 10.0, 1, coverage_path=path, version="0.10.2.2")
+    third.decide(0.0, _Watch([("s", [])]))
+    third.decide(1.0, _Watch([("s", ["-|L:ok|isr3|-|w", "never-seen"])]))
+    assert third.decisions[-1]["reward_of_previous"] == round(1 / (1 + 10) ** 0.5 + 1.0, 4)
+
+
+def test_a_file_that_is_not_a_coverage_map_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = coverage.path_in(tmp_path)
+    path.write_text('{"something": "else"}')
+    with pytest.raises(HarnessError, match="not a coverage map"):
+        coverage.read(path, "4.4.0")
+
+
+def test_partition_states_from_facts_metadata_faults_and_acks() -> None:
+    a = Abstraction(range(3))
+    look = Look(leaders={0: 1, 1: 3, 2: -1}, isrs={0: [1, 2, 3], 1: [2, 3], 2: []}, controller=1)
+    a.add([Fact("truncate-hw", 1, 2), Fact("isr-shrink", 1, 3), Fact("follower", 0, 2)], now=100.0)
+    states = a.states(101.0, look, {"kill": 2}, hit={3}, acked={0: 40})
+    assert states == {0: "kill×2|L:ctl|isr3|-|w", 1: "kill×2|L:hit|isr2|shrink,trunc-hw|w0", 2: "kill×2|L:none|isr0|-|w0"}
+    later = a.states(106.0, look, {}, hit=set(), acked={1: 3})  # the facts are older than the 5 s window
+    assert later[1] == "-|L:ok|isr2|-|w"
+    a.add([Fact("fenced", None, 1)], now=107.0)  # a cluster-wide fact marks every partition
+    assert all("fenced" in s for s in a.states(107.5, look, {}, set(), None).values())
+    assert "isr?" in Abstraction([0]).states(0.0, None, {}, set(), None)[0]
+
+
+def test_seen_counts_distinct_states_and_transitions_and_hands_fresh_ones_once() -> None:
+    seen = Seen()
+    seen.update({0: "a", 1: "a"})
+    assert seen.update({0: "b", 1: "a"}) == {0: ("a", "b")}
+    seen.update({0: "a", 1: "a"})
+    assert len(seen.states) == 2 and set(seen.transitions) == {"a -> b", "b -> a"}
+    assert seen.take_fresh() == ["a", "b", "a -> b", "b -> a"] and seen.take_fresh() == []
+
+
+def test_the_decision_state_is_coarse() -> None:
+    look = Look(leaders={0: 1, 1: -1}, isrs={0: [1, 2, 3], 1: [2]}, controller=1)
+    s = decision_state(look, {0: "kill|L:hit|isr3|trunc-hw,restart|w", 1: "kill|L:none|isr1|-|w0"}, {"kill": 1}, {1})
+    assert s == "kill|isr1|leaderless|leader-hit|trunc-hw"
+
+
+def test_acks_are_counted_per_partition_from_new_history_lines(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    h = tmp_path / "history.jsonl"
+    h.write_text('{"index":0,"time":1,"process":0,"type":"ok","f":"send","value":{"key":6,"value":0,"offset":0,"epoch":null}}\n')
+    acks = Acks(h)
+    acks.start_at_end()
+    with open(h, "a") as f:
+        f.write('{"index":1,"time":2,"process":0,"type":"ok","f":"send","value":{"key":2,"value":1,"offset":0,"epoch":null}}\n'
+                '{"index":2,"time":3,"process":0,"type":"invoke","f":"send","value":{"key":2,"value":2}}\n'
+                '{"index":3,"time":4,"process":0,"type":"ok","f":"send","value":{"key":2,"val')
+    assert acks.read() == {2: 1}
+    with open(h, "a") as f:
+        f.write('ue":2,"offset":1,"epoch":null}}\n')
+    assert acks.read() == {2: 1}

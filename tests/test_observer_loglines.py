@@ -1,0 +1,131 @@
+"""The log half of the abstract state (nemesis/guided/loglines.py) on real broker lines.
+
+Every line below was copied from a real server.log on this machine, 2026-11-26: 4.4.0 from run
+20261125T190225-391024 (kill, partition, pause), 0.10.2.2 from the KIP-101 scenario test's run
+20261126T011635-e346ac. The 1.1.1 lines are the ones docs/detection.md quotes from its runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from nemesis.guided.loglines import LogTail, classify
+
+REAL = [
+    # (line, topic, kind, partition)
+    ("[2026-11-25T19:04:10,295] INFO [Partition queue-3 broker=3] Shrinking ISR from 3,2,1 to 2,3. Leader: (highWatermark: 282, "
+     "endOffset: 648). Out of sync replicas: (brokerId: 1, endOffset: 282, lastCaughtUpTimeMs: 1795633418117). (kafka.cluster.Partition)",
+     "queue", "isr-shrink", 3),
+    ("[2026-11-26 01:17:39,291] INFO Partition [scenario,0] on broker 2: Expanding ISR for partition scenario-0 from 2 to 2,3 "
+     "(kafka.cluster.Partition)", "scenario", "isr-expand", 0),
+    ("[2026-11-26 01:16:42,922] INFO Truncating log scenario-0 to offset 0. (kafka.log.Log)", "scenario", "truncate", 0),
+    ("[2026-11-25T19:03:30,644] INFO [ReplicaFetcher replicaId=1, leaderId=3, fetcherId=0] Truncating partition queue-3 with "
+     "TruncationState(offset=0, completed=true) due to local high watermark 0 (kafka.server.ReplicaFetcherThread)",
+     "queue", "truncate-hw", 3),
+    ("[2026-11-25T19:03:30,658] INFO [UnifiedLog partition=queue-3, dir=/var/lib/kafka/data] Truncating to 0 has no effect as the "
+     "largest offset in the log is -1 (org.apache.kafka.storage.internals.log.UnifiedLog)", "queue", "truncate-noop", 3),
+    ("[2026-11-25T19:04:47,956] INFO [UnifiedLog partition=queue-0, dir=/var/lib/kafka/data] Truncating to offset 0 "
+     "(org.apache.kafka.storage.internals.log.UnifiedLog)", "queue", "truncate", 0),
+    ("[2026-11-26 01:17:00,058] INFO [OfflinePartitionLeaderSelector]: Selected new leader and ISR {\"leader\":4,\"leader_epoch\":1,"
+     "\"isr\":[4,2]} for offline partition [scenario,0] (kafka.controller.OfflinePartitionLeaderSelector)", "scenario", "leader", 0),
+    ("[2026-11-25T19:03:27,659] INFO [Broker id=1] Leader queue-5 with topic id Some(ikw7Pg2SRaaMKzEU04dSZg) starts at leader epoch 0 "
+     "from offset 0 with partition epoch 0, high watermark 0, ISR [1,3,2], adding replicas [] and removing replicas [] . Previous "
+     "leader None and previous leader epoch was -1. (state.change.logger)", "queue", "leader", 5),
+    ("[2026-11-25T19:03:28,528] INFO [Broker id=1] Follower queue-3 starts at leader epoch 0 from offset 0 with partition epoch 0 and "
+     "high watermark 0. Current leader is 3. Previous leader None and previous leader epoch was -1. (state.change.logger)",
+     "queue", "follower", 3),
+    ("[2026-11-25T19:04:39,987] INFO [QuorumController id=3] Fencing broker 2 at epoch 10 because its session has timed out. "
+     "(org.apache.kafka.controller.ReplicationControlManager)", "queue", "fenced", None),
+    ("[2026-11-25T19:03:24,831] INFO [BrokerLifecycleManager id=1] The broker has been unfenced. Transitioning from RECOVERY to "
+     "RUNNING. (org.apache.kafka.server.BrokerLifecycleManager)", "queue", "unfenced", None),
+    ("[2026-11-25T19:03:14,048] INFO [QuorumController id=1] Becoming the active controller at epoch 1, next write offset 1. "
+     "(org.apache.kafka.controller.QuorumController)", "queue", "controller", None),
+    ("[2026-11-26 01:16:40,968] INFO [Controller 1]: Controller startup complete (kafka.controller.KafkaController)",
+     "scenario", "controller", None),
+    ("[2026-11-26 01:16:41,205] INFO [Kafka Server 1], started (kafka.server.KafkaServer)", "scenario", "startup", None),
+    ("[2026-11-25T19:03:24,874] INFO [KafkaRaftServer nodeId=1] Kafka Server started (kafka.server.KafkaRaftServer)",
+     "queue", "startup", None),
+    # docs/detection.md and docs/nemesis.md quote these (1.1.1, 0.10.2.2):
+    ("[2026-11-25 00:05:31,337] INFO [Partition queue-1 broker=3] queue-1 starts at Leader Epoch 2 from offset 581. Previous Leader "
+     "Epoch was: 1 (kafka.cluster.Partition)", "queue", "leader", 1),
+    ("[2026-11-25 00:52:11,002] FATAL [ReplicaFetcherThread-0-3], Exiting because log truncation is not allowed for partition "
+     "queue-0, Current leader 3's latest offset 5173 is less than replica 1's latest offset 5212 (kafka.server.ReplicaFetcherThread)",
+     "queue", "truncation-refused", 0),
+]
+
+
+@pytest.mark.parametrize("line,topic,kind,partition", REAL, ids=[f"{k}-{i}" for i, (_, _, k, _) in enumerate(REAL)])
+def test_each_real_line_is_the_fact_it_states(line: str, topic: str, kind: str, partition: int | None) -> None:
+    fact = classify(line, topic, broker=2)
+    assert fact is not None, line
+    assert (fact.kind, fact.partition, fact.broker) == (kind, partition, 2)
+
+
+@pytest.mark.parametrize("line", [
+    # Another topic's partition: not the workload's state.
+    "[2026-11-25T19:03:30,644] INFO [ReplicaFetcher replicaId=1, leaderId=3, fetcherId=0] Truncating partition __consumer_offsets-7 "
+    "with TruncationState(offset=0, completed=true) due to local high watermark 0 (kafka.server.ReplicaFetcherThread)",
+    # A configuration dump at start-up names unclean election without one happening.
+    "\tunclean.leader.election.enable = false",
+    "[2026-11-25T19:03:14,048] INFO [QuorumController id=1] Periodic task electUnclean generated 0 records in 11 microseconds. "
+    "(org.apache.kafka.controller.PeriodicTaskControlManager)",
+    # queue-30 is not queue-3's, and a line about nothing we know is nothing.
+    "[2026-11-25T19:04:10,295] INFO Recorded new KRaft controller, from now on will use node kafka-1:9093 (id: 1 rack: null isFenced: false)",
+])
+def test_lines_that_state_nothing_about_the_workload_are_dropped(line: str) -> None:
+    assert classify(line, "queue") is None
+
+
+def test_a_partition_number_is_read_whole() -> None:
+    fact = classify("[x] INFO [Partition queue-13 broker=3] Shrinking ISR from 3,2,1 to 2,3.", "queue")
+    assert fact is not None and fact.partition == 13
+
+
+class _Node:
+    """A node whose server.log is a local file (DockerTransport reads the bind-mounted file the same way)."""
+
+    def __init__(self, path) -> None:  # type: ignore[no-untyped-def]
+        self.path = path
+
+    def read_log(self, offset: int = 0, name: str = "server.log") -> tuple[str, int]:
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+            return data.decode(), f.tell()
+
+
+def test_the_tail_returns_whole_lines_once_and_starts_again_after_a_rotation(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    log = tmp_path / "server.log"
+    log.write_text("old line\n")
+    tail = LogTail(_Node(log))
+    tail.start_at_end()
+    with open(log, "a") as f:
+        f.write("first\nsecond half")
+    assert tail.lines() == ["first"]
+    with open(log, "a") as f:
+        f.write(" done\n")
+    assert tail.lines() == ["second half done"]
+    assert tail.lines() == []
+
+    class _Transport:
+        def size(self, name: str) -> int:
+            return log.stat().st_size
+
+    node = _Node(log)
+    node.transport = _Transport()  # type: ignore[attr-defined]
+    tail = LogTail(node)
+    tail.start_at_end()
+    log.write_text("rotated\n")  # log4j moved the old file away: a new, shorter one
+    assert tail.lines() == ["rotated"]
+
+
+def test_observed_events_are_valid_v1_and_no_fault_nor_marker_on_the_timeline() -> None:
+    from analysis.explain.timeline import faults_from
+    from harness.history.format import strict_problem
+
+    good = {"index": 5, "time": 9, "process": "nemesis", "type": "info", "f": "observed",
+            "value": {"states": {"queue-3": "kill|L:hit|isr2|trunc-hw|w0"}, "distinct_states": 4, "distinct_transitions": 3}}
+    assert strict_problem(good) is None
+    assert strict_problem({**good, "value": {"states": ["queue-3"]}}) is not None
+    kill = {"t": 1.0, "f": "kill", "value": {"targets": [2]}}
+    faults, markers = faults_from([kill, {"t": 2.0, "f": "observed", "value": good["value"]}], 10.0)
+    assert len(faults) == 1 and markers == []
