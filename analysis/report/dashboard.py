@@ -30,7 +30,8 @@ from harness.history.record import EMPTY, RecordError, RunRecord, read_record
 COLOURS = {"valid": "#1b8a3a", "invalid": "#c62828", "unknown": "#d98c00", "stale": "#7c3aed", "unchecked": "#6b7280"}
 COLUMNS = [("date", False), ("run", False), ("Kafka", False), ("nemeses", False), ("workload", False),
            ("profile", False), ("client", False), ("verdict", False), ("lost", True), ("duplicated", True), ("reordered", True),
-           ("diverged", True), ("other", True), ("events", True), ("duration s", True)]
+           ("diverged", True), ("other", True), ("events", True), ("duration s", True),
+           ("no ok write s", True)]
 RUN_ID_TIME = re.compile(r"^(\d{8}T\d{6})")
 
 
@@ -97,10 +98,22 @@ def collect_runs(store: Path) -> list[dict[str, Any]]:
             "events": ((results or {}).get("history") or {}).get("events"),
             "duration": record.seconds.workload if record.seconds.workload is not None else record.time_limit_s,
             "counts": (results or {}).get("counts") or {},
+            **_longest_unavailable(results if not stale else None),
             "checked_at": (results or {}).get("checked_at"), "checked": results is not None and not stale,
             "day": when.date().isoformat(),
         })
     return rows
+
+
+def _longest_unavailable(results: dict[str, Any] | None) -> dict[str, Any]:
+    """The run's longest stretch with no ok write during a fault band (results.json "unavailability"),
+    an operation's band first, as SREs ask after a rolling restart: "did clients notice?"; and which band."""
+    bands = ((results or {}).get("unavailability") or {}).get("bands") or []
+    ops = [b for b in bands if b.get("operation")] or bands
+    worst = max(ops, key=lambda b: b.get("no_write_s") or 0.0, default=None)
+    if worst is None:
+        return {"no_write": None, "no_write_during": None}
+    return {"no_write": worst.get("no_write_s"), "no_write_during": f"{worst.get('label')} at {worst.get('start_s')} s"}
 
 
 def _daily_from_runs(rows: list[dict[str, Any]]) -> pd.DataFrame:

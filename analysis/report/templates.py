@@ -132,6 +132,7 @@ DASHBOARD = """
   {% for k in ['lost', 'duplicated', 'reordered', 'diverged', 'other'] %}<td class="n" data-sort="{{ r[k] if r[k] is not none else -1 }}">{{ r[k]|fmt }}</td>{% endfor %}
   <td class="n" data-sort="{{ r.events or 0 }}">{{ r.events|fmt }}</td>
   <td class="n" data-sort="{{ r.duration or 0 }}">{{ r.duration|fmt }}</td>
+  <td class="n" data-sort="{{ r.no_write if r.no_write is not none else -1 }}" title="{{ r.no_write_during or '' }}">{{ '%.1f'|format(r.no_write) if r.no_write is not none else '–' }}</td>
 </tr>
 {% endfor %}
 </tbody></table>

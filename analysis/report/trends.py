@@ -1,5 +1,6 @@
 """Across runs: every `<store>/<run>/results.json` aggregated by Kafka version, nemesis set,
-workload and client profile (runs, verdicts, anomaly counts and rates), overall and per day.
+workload and client profile (runs, verdicts, anomaly counts and rates, the longest stretch of a fault
+band with no ok write and no ok read), overall and per day.
 Writes `runs/`, `groups/` and `daily/` as Parquet plus `summary.json` for the dashboard."""
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ RESULTS_SCHEMA = T.StructType([
     T.StructField("headline", T.StructType([T.StructField(h, T.LongType())
                                             for h in ("lost", "duplicated", "reordered", "diverged")])),
     T.StructField("history", T.StructType([T.StructField("events", T.LongType())])),
+    T.StructField("unavailability", T.StructType([T.StructField("bands", T.ArrayType(T.StructType([
+        T.StructField("operation", T.BooleanType()), T.StructField("no_write_s", T.DoubleType()),
+        T.StructField("no_read_s", T.DoubleType())])))])),
     T.StructField("run", T.StructType([
         T.StructField("seed", T.LongType()), T.StructField("kafka_version", T.StringType()),
         T.StructField("workload", T.StringType()), T.StructField("profile", T.StringType()),
@@ -63,6 +67,9 @@ def load_runs(spark: SparkSession, store: str) -> DataFrame:
         F.col("history.events").alias("events"),
         *[F.col(f"counts.`{a}`").alias(_col(a)) for a in ANOMALIES],
         *[F.col(f"headline.{h}").alias(h) for h in ("lost", "duplicated", "reordered", "diverged")],
+        # The longest stretch of any fault band with no ok write / read (analysis/checking/unavailability.py).
+        F.array_max(F.transform("unavailability.bands", lambda b: b["no_write_s"])).alias("max_no_write_s"),
+        F.array_max(F.transform("unavailability.bands", lambda b: b["no_read_s"])).alias("max_no_read_s"),
     )
 
 
@@ -73,6 +80,7 @@ def aggregate(runs: DataFrame, by: list[str]) -> DataFrame:
         F.count(F.lit(1)).alias("runs"),
         *[F.sum((F.col("verdict") == v).cast("long")).alias(v) for v in ("valid", "invalid", "unknown")],
         F.sum("events").alias("events"),
+        F.max("max_no_write_s").alias("max_no_write_s"), F.max("max_no_read_s").alias("max_no_read_s"),
     ]
     for a in ANOMALIES:
         c = _col(a)
