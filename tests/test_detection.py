@@ -53,11 +53,12 @@ def test_sweep_resumes_from_its_ledger_and_counts_first_finder(tmp_path: Path) -
     assert calls[2:] == [("0.10.2.2", 3), ("4.3.1", 1), ("4.3.1", 2), ("4.3.1", 3)]  # seeds 1 and 2 of 0.10.2.2 not rerun
     assert len(first.runs) == 2 and len(again.runs) == 6
     rows = {r["version"]: r for r in again.rows()}
-    assert rows["0.10.2.2"] == {"version": "0.10.2.2", "profile": "no-idempotence", "seeds": 3, "found": 2, "first": 2,
-                                "invalid_other": 0, "failed": 0, "unknown": 0}
+    assert rows["0.10.2.2"] == {"version": "0.10.2.2", "profile": "no-idempotence", "schedule": "random (unwatched)", "seeds": 3,
+                                "found": 2, "first": 2, "invalid_other": 0, "failed": 0, "unknown": 0, "states": [],
+                                "transitions": []}
     assert rows["4.3.1"]["found"] == 0 and rows["4.3.1"]["failed"] == 1 and rows["4.3.1"]["invalid_other"] == 1
     text = again.markdown()
-    assert "| 0.10.2.2 | no-idempotence | 3 | 2 | 2 | 0 | 0 | 0 |" in text
+    assert "| 0.10.2.2 | no-idempotence | random (unwatched) | 3 | 2 | 2 | 0 | 0 | 0 | - | - |" in text
     assert "FAILED: the cluster vanished" in text
 
 
@@ -147,7 +148,9 @@ def _knobs() -> dict:
                                          (["--nemesis", "boom"], "boom"), (["--bogus"], "--bogus"),
                                          (["--profile", "nope"], "unknown profile 'nope'"),
                                          (["--profile", "safe", "--kafka-versions", "0.10.2.2"], "no-idempotence"),
-                                         (["--recipes", "--nemesis", "kill"], "drop --nemesis")])
+                                         (["--recipes", "--nemesis", "kill"], "drop --nemesis"),
+                                         (["--schedule", "guided", "--nemesis", "kill,heir"], "generic fault packages only"),
+                                         (["--schedule", "wild"], "--schedule")])
 def test_bad_input_exits_2_before_anything_runs(tmp_path: Path, args: list[str], named: str) -> None:
     done = subprocess.run([sys.executable, "-m", "harness", "detect", "--store", str(tmp_path / "s"), *args],
                           capture_output=True, text=True, timeout=60)
@@ -178,3 +181,22 @@ def test_recipes_run_each_version_under_its_measured_recipe(tmp_path: Path, monk
     assert ran["1.1.1"]["nemesis"] == ["transfer"] and ran["1.1.1"]["crash_clients_s"] == 5.0
     assert ran["2.0.1"]["nemesis"] == ["kill", "partition", "pause", "flap", "rejoin"]
     assert "3 run(s) × seeds 1, 120 s each: 0.10.2.2 (no-idempotence) under heir + compare-replicas" in " ".join(done.output.split())
+
+
+def test_a_schedule_is_another_measurement_whose_rows_count_states(tmp_path: Path) -> None:
+    """detect --schedule guided|random: the ledger keys the schedule and each row holds the run's
+    distinct states and transitions; the table shows both, per schedule."""
+    def execute(store, version, profile, seed, settings, finisher):  # type: ignore[no-untyped-def]
+        run = made(version, seed)
+        run.settings, run.states, run.transitions = settings, 10 * seed, 20 * seed
+        return run
+
+    run_detection(tmp_path, ["0.10.2.2"], [1, 2], execute=execute, schedule="guided", **_knobs())
+    run_detection(tmp_path, ["0.10.2.2"], [1], execute=execute, schedule="random", **_knobs())
+    runs = read_ledger(tmp_path)
+    assert [r.settings.get("schedule") for r in runs] == ["guided", "guided", "random"]
+    rows = {r["schedule"]: r for r in Detection(runs).rows()}
+    assert rows["guided"]["states"] == [10, 20] and rows["random"]["transitions"] == [20]
+    text = Detection(runs).markdown()
+    assert "| 0.10.2.2 | no-idempotence | guided | 2 | 0 | - | 0 | 0 | 0 | 15.0 | 30.0 |" in text
+    assert "| 0.10.2.2 | random | 1 | valid |" in text

@@ -208,3 +208,36 @@ def test_acks_are_counted_per_partition_from_new_history_lines(tmp_path) -> None
     with open(h, "a") as f:
         f.write('ue":2,"offset":1,"epoch":null}}\n')
     assert acks.read() == {2: 1}
+
+
+def test_make_faults_builds_the_guided_schedule_and_a_replay_of_it_repeats_the_executed_events(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`run --schedule guided` makes a GuidedScheduler with the store's coverage map and the state
+    watch on; a replay of such a run (its config.json) hands back the executed events instead."""
+    from harness.history.files import write_json
+    from harness.run.settings import make_faults, read_replay, run_config
+
+    config = run_config({"store": str(tmp_path), "nemesis": "kill,partition", "scheduler": "guided", "seed": 4,
+                         "kafka_version": "4.4.0"})
+    faults = make_faults(config)
+    assert faults.scheduler.name == "guided" and faults.observe
+    assert faults.scheduler.coverage_path == tmp_path / "guided-coverage.json"
+    assert faults.scheduler.version == "4.4.0"
+    with pytest.raises(HarnessError, match="generic fault packages only"):
+        make_faults(run_config({"store": str(tmp_path), "nemesis": "kill,heir", "scheduler": "guided"}))
+
+    executed = [{"at_s": 3.1, "package": "kill", "action": "start", "params": {"target": "leader", "targets": [2], "partition": "queue-1"}},
+                {"at_s": 6.2, "package": "kill", "action": "start", "params": {"target": "leader", "targets": [3], "partition": "queue-4"}},
+                {"at_s": 9.0, "package": "kill", "action": "stop", "params": {}}]
+    run_dir = tmp_path / "20261126T000000-abcdef"
+    run_dir.mkdir()
+    record = {"config_format": 2, "seed": 4, "workload": "queue", "kafka_version": "4.4.0", "time_limit_s": 60.0,
+              "nemesis": ["kill", "partition"], "profile": {"name": "safe"},
+              "nemesis_config": {"packages": ["kill", "partition"], "interval_s": 10.0, "seed": 4, "options": {},
+                                 "schedule": executed, "scheduler": "guided", "observed": {"distinct_states": 3}}}
+    write_json(run_dir / "config.json", record)
+    values = read_replay(run_dir / "config.json")
+    assert values["scheduler"] == "guided" and values["observe"] is True
+    replay = make_faults(run_config(values))
+    assert replay.scheduler.name == "replay" and replay.observe
+    assert [(e.at_s, e.action, e.params.get("targets")) for e in replay.schedule] == [(3.1, "start", [2]), (6.2, "start", [3]),
+                                                                                       (9.0, "stop", None)]

@@ -95,6 +95,11 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
                    "A separate measurement in the ledger.")
 @click.option("--markdown", "markdown_out", default=None, type=click.Path(dir_okay=False),
               help="Also write the tables to this Markdown file.")
+@click.option("--schedule", default=None, type=click.Choice(["random", "guided"]),
+              help="guided: each run's faults steer toward abstract states not seen before (docs/guided.md), with "
+                   "STORE/<version>/guided-coverage.json growing over the sweep; random: the random schedule with the "
+                   "same state watch, so both count distinct states. Either is a separate measurement in the ledger.  "
+                   "[default: the random schedule, unwatched]")
 @click.option("--recipes", is_flag=True, help="Run each version under its measured recipe (harness/experiments/regression.py: "
               "0.10.2.2 heir with replicas compared; 1.1.1 transfer with replicas compared and crash-clients 5; "
               "any other the compound mix) instead of --nemesis/--compare-replicas/--crash-clients: issue 21's "
@@ -102,7 +107,7 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
 @click.pass_context
 def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: str, time_limit: float, nemesis: str,
            nemesis_interval: float, rate: float, store: str, spark_master: str | None, compare_replicas: bool,
-           crash_clients: float | None, markdown_out: str | None, recipes: bool) -> None:
+           crash_clients: float | None, markdown_out: str | None, schedule: str | None, recipes: bool) -> None:
     """Detection power of the random schedule: `safe` runs under role-aware kill, partition and
     pause faults, per Kafka version and seed, counting the runs that are invalid because of a
     forbidden loss or divergence.
@@ -116,6 +121,11 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
 
     seed_list, versions = _checked(ctx, kafka_versions, profile, seeds, recipes)
     plans = _plans(versions, nemesis, compare_replicas, crash_clients, recipes)
+    if schedule == "guided":
+        from nemesis.guided.scheduler import refuse_recipes
+
+        for _, r in plans:  # heir, transfer, flap, rejoin: exit 2 before any cluster starts
+            refuse_recipes(list(_packages(r.nemesis.replace("+", ","), "detection runs")))
     target = prepare_store(Path(store))
     total = len(versions) * len(seed_list)
     # The seeds as resolved: '--seeds 8' is a count (1..8), and it once ran seeds 1-7 again by mistake.
@@ -129,6 +139,8 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
     def progress(r, recorded: bool) -> None:  # type: ignore[no-untyped-def]
         seen[0] += 1
         what = "FAILED: " + r.failed if r.failed else f"{r.verdict}, lost {r.lost}, diverged {r.diverged}, duplicated {r.duplicated}"
+        if r.states is not None:
+            what += f", {r.states} states, {r.transitions} transitions"
         console.print(f"[{seen[0]}/{total}] {r.version} seed {r.seed}: {what}{' (recorded earlier)' if recorded else ''}"
                       f"{'  FOUND' if r.found else ''}", highlight=False)
 
@@ -142,7 +154,7 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
         runs += run_detection(target, vs, seed_list, time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate,
                               packages=_packages(r.nemesis.replace("+", ","), "detection runs"), spark=spark,
                               on_run=progress, compare_replicas=r.compare_replicas, profile=profile,
-                              crash_clients_s=r.crash_clients_s).runs
+                              crash_clients_s=r.crash_clients_s, schedule=schedule).runs
     result = Detection(runs)
     text = result.markdown()
     click.echo(text)

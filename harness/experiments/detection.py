@@ -11,6 +11,11 @@ Brokers older than 0.11 have no idempotent producer, so `safe` there would only 
 _UNSUPPORTED_FEATURE (workloads/profiles.py refuses it): those versions run `no-idempotence`,
 which is `safe` without idempotence.
 
+`detect --schedule guided|random` (issue 38, docs/guided.md) runs the same sweep under the guided
+schedule or the random one with the state watch on, and each ledger row then also holds the run's
+distinct abstract states and transitions; without `--schedule` the sweep is today's random one,
+unwatched, and its rows keep their old key.
+
 Every finished run is appended to STORE/detection.jsonl at once, so a sweep that is stopped
 (Ctrl-C, a lost machine) resumes where it was: a (version, profile, seed, settings) already
 recorded with a verdict is not run again; one recorded as FAILED is.
@@ -71,6 +76,9 @@ class DetectionRun:
     duplicated: int = 0
     forbidden: list[str] = field(default_factory=list)
     failed: str | None = None  # the run could not complete (FAILED's reason): no verdict
+    # With a state watch (detect --schedule): distinct abstract states and transitions the run saw.
+    states: int | None = None
+    transitions: int | None = None
 
     @property
     def found(self) -> bool:
@@ -106,12 +114,16 @@ class Detection:
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per (version, profile): seeds run, runs that found loss, the first seed to find it."""
-        rows: dict[tuple[str, str], dict[str, Any]] = {}
+        rows: dict[tuple[str, str, str], dict[str, Any]] = {}
         for r in self.runs:
-            row = rows.setdefault((r.version, r.profile), {"version": r.version, "profile": r.profile, "seeds": 0,
-                                                            "found": 0, "first": None, "invalid_other": 0,
-                                                            "failed": 0, "unknown": 0})
+            schedule = schedule_of(r)
+            row = rows.setdefault((r.version, r.profile, schedule), {
+                "version": r.version, "profile": r.profile, "schedule": schedule, "seeds": 0, "found": 0, "first": None,
+                "invalid_other": 0, "failed": 0, "unknown": 0, "states": [], "transitions": []})
             row["seeds"] += 1
+            if r.states is not None:
+                row["states"].append(r.states)
+                row["transitions"].append(r.transitions or 0)
             row["failed"] += r.failed is not None
             row["unknown"] += r.verdict == "unknown"
             row["invalid_other"] += r.verdict == "invalid" and not r.found  # e.g. a consumer sent back by a truncation
@@ -121,14 +133,17 @@ class Detection:
         return list(rows.values())
 
     def markdown(self) -> str:
-        lines = ["| version | profile | seeds | runs that found loss | first seed to find it | invalid for another anomaly "
-                 "| unknown | failed |", "|---|---|---:|---:|---:|---:|---:|---:|"]
-        lines += [f"| {r['version']} | {r['profile']} | {r['seeds']} | {r['found']} | {r['first'] or '-'} | "
-                  f"{r['invalid_other']} | {r['unknown']} | {r['failed']} |" for r in self.rows()]
-        lines += ["", "| version | seed | verdict | lost | diverged | duplicated | forbidden | run |",
-                  "|---|---:|---|---:|---:|---:|---|---|"]
-        lines += [f"| {r.version} | {r.seed} | {r.verdict if r.failed is None else 'FAILED: ' + r.failed[:60]} | {r.lost} | "
-                  f"{r.diverged} | {r.duplicated} | {', '.join(r.forbidden) or '-'} | {Path(r.run_dir).name} |"
+        lines = ["| version | profile | schedule | seeds | runs that found loss | first seed to find it | invalid for another "
+                 "anomaly | unknown | failed | distinct states per run (mean) | distinct transitions per run (mean) |",
+                 "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [f"| {r['version']} | {r['profile']} | {r['schedule']} | {r['seeds']} | {r['found']} | {r['first'] or '-'} | "
+                  f"{r['invalid_other']} | {r['unknown']} | {r['failed']} | {_mean(r['states'])} | {_mean(r['transitions'])} |"
+                  for r in self.rows()]
+        lines += ["", "| version | schedule | seed | verdict | lost | diverged | duplicated | forbidden | states | transitions | run |",
+                  "|---|---|---:|---|---:|---:|---:|---|---:|---:|---|"]
+        lines += [f"| {r.version} | {schedule_of(r)} | {r.seed} | {r.verdict if r.failed is None else 'FAILED: ' + r.failed[:60]} | "
+                  f"{r.lost} | {r.diverged} | {r.duplicated} | {', '.join(r.forbidden) or '-'} | "
+                  f"{'-' if r.states is None else r.states} | {'-' if r.transitions is None else r.transitions} | {Path(r.run_dir).name} |"
                   for r in self.runs]
         return "\n".join(lines)
 
@@ -147,6 +162,7 @@ def run_detection(
     compare_replicas: bool = False,
     profile: str | None = None,
     crash_clients_s: float | None = None,
+    schedule: str | None = None,
 ) -> Detection:
     """Every version × seed not yet in STORE's ledger, in seed order within each version; returns
     the runs of this measurement (ledger rows included), each checked as soon as it ends."""
@@ -155,6 +171,8 @@ def run_detection(
         settings["compare_replicas"] = True
     if crash_clients_s is not None:  # likewise
         settings["crash_clients_s"] = crash_clients_s
+    if schedule is not None:  # likewise: a watched random run or a guided one (docs/guided.md)
+        settings["schedule"] = schedule
     # The packages' own settings (coins, targets, windows) too: when a default changes, as the
     # transfer's coins did (0.5 to 0.75, 2026-11-25), the runs before and after are two measurements.
     settings["nemesis_options"] = nemesis_options(packages)
@@ -208,7 +226,10 @@ def _execute(store: Path, version: str, profile: str, seed: int, settings: dict[
                        + (["--compare-replicas"] if settings.get("compare_replicas") else [])
                        + (["--crash-clients", str(settings["crash_clients_s"])] if settings.get("crash_clients_s") else []))
     try:
-        run_dir, results = faulted_run(config, packages, settings["interval_s"], finisher)
+        if settings.get("schedule"):
+            run_dir, results = _scheduled_run(config, packages, settings, finisher)
+        else:
+            run_dir, results = faulted_run(config, packages, settings["interval_s"], finisher)
     except (BootstrapError, KafkaVersionError):
         raise  # the machine or the input is broken: every further run would fail the same way
     except HarnessError as exc:
@@ -216,5 +237,37 @@ def _execute(store: Path, version: str, profile: str, seed: int, settings: dict[
             raise  # before any run directory existed: bad input, not a run's outcome
         return DetectionRun(version, profile, seed, settings, str(exc.run_dir), "failed", failed=exc.message)
     head = results["headline"]
+    observed = _observed(Path(run_dir))
     return DetectionRun(version, profile, seed, settings, str(run_dir), results["verdict"], head["lost"],
-                        head["diverged"], head.get("duplicated", 0), list(results.get("forbidden", [])))
+                        head["diverged"], head.get("duplicated", 0), list(results.get("forbidden", [])),
+                        states=observed.get("distinct_states"), transitions=observed.get("distinct_transitions"))
+
+
+def schedule_of(run: DetectionRun) -> str:
+    return str(run.settings.get("schedule") or "random (unwatched)")
+
+
+def _mean(values: list[int]) -> str:
+    return f"{sum(values) / len(values):.1f}" if values else "-"
+
+
+def _scheduled_run(config: Any, packages: list[str], settings: dict[str, Any], finisher: Any) -> tuple[Path, dict[str, Any]]:
+    """One run under `settings["schedule"]` with the state watch on: the run command's own fault
+    phase (harness/run/settings.make_faults), so a guided run here is a `run --schedule guided`."""
+    from harness.run.settings import make_faults
+    from harness.run.steps import run
+
+    config.scheduler, config.observe = settings["schedule"], True
+    config.nemesis, config.nemesis_interval_s = ",".join(packages), settings["interval_s"]
+    config.command_line += ["--schedule", settings["schedule"]]
+    result = run(config, faults=make_faults(config))
+    return result.run_dir, finisher.check_and_report(result.run_dir).results
+
+
+def _observed(run_dir: Path) -> dict[str, Any]:
+    """The state watch's summary in a run's config.json (nemesis_config.observed), or {}."""
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return ((config.get("nemesis_config") or {}).get("observed")) or {}

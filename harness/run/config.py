@@ -18,6 +18,7 @@ from workloads.registry import names as workload_names
 WORKLOADS = workload_names()  # workloads/registry.py
 TOPIC = "queue"
 GROUP_PROTOCOLS = ("classic", "consumer")
+SCHEDULERS = ("random", "guided")
 
 
 @dataclass
@@ -50,6 +51,12 @@ class RunConfig:
     # The fault phase (nemesis/runner.py); "none" runs fault-free.
     nemesis: str = "none"
     nemesis_interval_s: float = 10.0
+    # Who decides the faults (docs/guided.md): "random", the seeded schedule drawn ahead; or "guided",
+    # which steers toward abstract states the store's runs have not seen (nemesis/guided/).
+    scheduler: str = "random"
+    # Watch and record the cluster's abstract states (`observed` history events) under any
+    # schedule; guided always does. detect turns it on for random runs, to count their states.
+    observe: bool = False
     # Each package's own settings (partition_targets, db_targets, ...), by name as the run command's
     # options say them: declared by the packages (nemesis/registry.py); one left out takes its default.
     nemesis_settings: dict[str, Any] = field(default_factory=dict)
@@ -107,6 +114,8 @@ class RunConfig:
         if self.group_protocol == "consumer" and not self.subscribe:
             raise HarnessError("--group-protocol consumer applies to consumers that join a group, and this run's assign.",
                                hint="add --subscribe, or leave --group-protocol out")
+        if self.scheduler not in SCHEDULERS:
+            raise HarnessError(f"unknown schedule {self.scheduler!r}.", hint=f"use --schedule {' or --schedule '.join(SCHEDULERS)}")
         if not 0 <= self.controllers <= 5:
             raise HarnessError(f"controllers={self.controllers}: use 0 (every broker is also a controller) or 1 to 5.",
                                hint="e.g. --controllers 3, the layout of a production KRaft cluster")

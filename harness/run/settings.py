@@ -27,7 +27,7 @@ FIELDS = {"time_limit": "time_limit_s", "drain_timeout": "drain_timeout_s", "nem
 _SETTINGS = ("store", "workload", "profile", "brokers", "kafka_version", "time_limit", "rate", "seed", "partitions",
              "producers", "consumers", "subscribe", "abort_probability", "drain_timeout", "nemesis", "nemesis_interval",
              "allow_worker_errors", "compare_replicas", "crash_clients", "power_writeback_s", "client", "client_version",
-             "group_protocol", "controllers")
+             "group_protocol", "controllers", "scheduler", "observe")
 # The user's Kafka settings: --broker-config K=V ... (repeatable), or a TOML table of the same name.
 CONFIG_SCOPES = {"broker_config": "broker", "topic_config": "topic", "producer_config": "producer",
                  "consumer_config": "consumer"}
@@ -35,7 +35,7 @@ _FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(RunConfig) if f
 DEFAULTS: dict[str, Any] = {k: _FIELD_DEFAULTS[FIELDS.get(k, k)] for k in _SETTINGS if FIELDS.get(k, k) in _FIELD_DEFAULTS}
 DEFAULTS["store"] = "store"
 # Settings that choose the fault schedule: a replayed schedule holds only while they are unchanged.
-SCHEDULE_KEYS = ("nemesis", "nemesis_interval", "seed", "time_limit")
+SCHEDULE_KEYS = ("nemesis", "nemesis_interval", "seed", "time_limit", "scheduler")
 
 
 def defaults() -> dict[str, Any]:
@@ -125,6 +125,11 @@ def read_replay(path: Path) -> dict[str, Any]:
     faults = record.nemesis_config
     if faults is not None and faults.interval_s is not None:
         values["nemesis_interval"] = faults.interval_s
+    raw_faults = record.raw.get("nemesis_config") if isinstance(record.raw.get("nemesis_config"), dict) else {}
+    if raw_faults.get("scheduler") in ("random", "guided"):  # a guided run's replay repeats its executed schedule
+        values["scheduler"] = raw_faults["scheduler"]
+    if "observed" in raw_faults:
+        values["observe"] = True
     from nemesis import registry
 
     values.update(registry.replayed_settings(faults.options if faults is not None else {}))
@@ -172,6 +177,7 @@ def run_config(values: dict[str, Any], command_line: list[str] | None = None) ->
         power_writeback_s=None if v.get("power_writeback_s") is None else float(v["power_writeback_s"]),
         client=str(v["client"]), client_version=v.get("client_version"), group_protocol=str(v["group_protocol"]),
         controllers=int(v["controllers"]), settings=given_settings(v),
+        scheduler=str(v["scheduler"]), observe=bool(v["observe"]),
         schedule=v.get("schedule"), replay_of=v.get("replay_of"),
         command_line=command_line if command_line is not None else ["python", "-m", "harness", *sys.argv[1:]],
     )
@@ -197,5 +203,17 @@ def make_faults(config: RunConfig) -> Any:
 
     nemeses = build_nemeses(packages, config.nemesis_settings)
     schedule = recorded_schedule(config.schedule) if config.schedule else None
+    scheduler = None
+    if config.scheduler == "guided":
+        from harness.provision.settings import kafka_version
+        from nemesis.guided import coverage
+        from nemesis.guided.scheduler import GuidedScheduler, refuse_recipes
+
+        refuse_recipes(packages)  # heir, transfer, flap, rejoin: exit 2, a replay included
+        if schedule is None:  # a replay of a guided run repeats what it executed, decided nothing anew
+            scheduler = GuidedScheduler(nemeses, config.time_limit_s, config.nemesis_interval_s, config.seed,
+                                        coverage_path=coverage.path_in(config.store),
+                                        version=kafka_version(config.kafka_version))
     return FaultRunner(nemeses, config.time_limit_s, interval_s=config.nemesis_interval_s, seed=config.seed,
-                       topic=TOPIC, schedule=schedule)
+                       topic=TOPIC, schedule=schedule, scheduler=scheduler,
+                       observe=config.observe or config.scheduler == "guided")
