@@ -48,11 +48,18 @@ def bootstrap(kafka_version: str | None) -> None:
 @click.option("--run-id", default=None, help="Only this run's resources; they go unless their owner process still runs.")
 @click.option("--all", "force", is_flag=True, help="Also remove what live processes, other hosts or unknown owners hold.")
 @click.option("--dry-run", is_flag=True, help="Say what would be removed and why each run is kept; remove nothing.")
-def cleanup(run_id: str | None, force: bool, dry_run: bool) -> None:
+@click.option("--target", "target_file", default=None, type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Instead: heal what runs' faults left on this target (iptables rules, stopped or paused brokers; docs/target.md).")
+def cleanup(run_id: str | None, force: bool, dry_run: bool, target_file: Path | None) -> None:
     """Remove the containers, networks, lossy mounts and temporary folders of runs whose harness process
     has died (a SIGKILLed run cannot tear down). A live run is never touched without --all."""
     from harness.provision import cleanup as cleaning
     from harness.provision.docker_engine import docker_answers
+
+    if target_file is not None:
+        from harness.target.commands import cleanup_target
+
+        return cleanup_target(target_file, run_id, dry_run)
 
     if not docker_answers():
         raise HarnessError("no Docker engine answers, so there is nothing to clean up from here.", hint="run `python -m harness bootstrap` to start it")
@@ -159,6 +166,10 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 @click.option("--spark-master", default=None, metavar="URL", help="Spark master for the check (default: SPARK_REMOTE, else local[*]).")
 @click.option("--config", "config_file", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="A TOML file of run settings (keys as the long options: time-limit = 30, nemesis = [\"kill\"]); flags override it.")
+@click.option("--target", default=None, type=click.Path(dir_okay=False), metavar="FILE",
+              help="Run against a cluster the harness did not start, described by FILE (docs/target.md): its own topic, deleted after.")
+@click.option("--allow-faults", is_flag=True, help="With --target: the target may be faulted (without it, --nemesis must be none).")
+@click.option("--keep-topic", is_flag=True, help="With --target: keep the run's topic on the target.")
 @click.option("--replay", default=None, type=click.Path(dir_okay=False, path_type=Path), metavar="CONFIG_JSON",
               help="Reproduce a run from its STORE/RUN/config.json (seed, version, workload, profile, nemesis, sizes); flags override it.")
 @click.pass_context
@@ -174,6 +185,10 @@ def run_command(ctx: click.Context, config_file: Path | None, replay: Path | Non
 
     flags, defaults = apply_run_defaults(ctx, flags, config_file, replay)
     values = resolve_run_settings(ctx, flags, config_file, replay)
+    if values.get("target"):
+        from harness.target.commands import target_faults
+
+        target_faults(ctx, values, defaults)  # faults on a target need --allow-faults: exit 2 before anything
     # The recorded command line names what the environment chose, so that it alone reproduces the run.
     config = run_config(values, command_line=["python", "-m", "harness", *sys.argv[1:], *defaults])
     faults = faults_of(config, defaults)  # bad packages or targets: exit 2 before anything starts
@@ -182,7 +197,13 @@ def run_command(ctx: click.Context, config_file: Path | None, replay: Path | Non
         console.print(f"replaying the fault schedule of {replay}: {len(config.schedule)} events at their recorded "
                       "times, on their recorded targets")
     with RunProgress(config.time_limit_s) as progress:
-        result = run(config, faults=faults, progress=with_checker_start(progress.update, check, spark_master))
+        step = with_checker_start(progress.update, check, spark_master)
+        if values.get("target"):
+            from harness.target.run import run_target_file
+
+            result = run_target_file(values["target"], config, faults, step, values.get("keep_topic", False))
+        else:
+            result = run(config, faults=faults, progress=step)
     drain = result.drain
     state = "complete" if drain["complete"] else f"[yellow]not drained: {drain.get('undrained') or drain['timed_out_partitions']}[/yellow]"
     counts = result.counts
@@ -330,6 +351,9 @@ def _register_commands() -> None:
     cli.add_command(controls)
     cli.add_command(detect)
     cli.add_command(compare_clients_command)
+    from harness.target.commands import cluster_group
+
+    cli.add_command(cluster_group)
     for name in ("check", "report", "dashboard", "trends"):
         cli.add_command(analysis_main.commands[name])
 

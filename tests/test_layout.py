@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "workloads", "nemesis", "analysis")
 # The top floor of harness/: orchestration, CLI, pytest plugin, scenarios.
 TOP = ("harness.run", "harness.experiments", "harness.checker_commands", "harness.cli",
-       "harness.pytest_chaos", "harness.chaos_matrix", "harness.store_commands", "harness.scenario_commands", "harness.scenarios", "harness.__main__")
+       "harness.pytest_chaos", "harness.chaos_matrix", "harness.store_commands", "harness.scenario_commands", "harness.scenarios", "harness.target", "harness.__main__")
 GROUND = ("harness.history", "harness.cluster", "harness.provision", "harness.kafka_settings", "harness.errors")
 
 
