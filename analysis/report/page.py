@@ -130,6 +130,13 @@ def _facts(run_dir: Path, record: RecordLike, cluster: dict[str, Any] | None,
     if given:  # the user's own settings, as given (secrets REDACTED): harness/kafka_settings
         facts.append(("settings given", "; ".join(f"--{scope}-config " + " ".join(f"{k}={v}" for k, v in values.items())
                                                   for scope, values in given.items() if isinstance(values, dict))))
+    target = c.raw.get("target") if isinstance(c.raw.get("target"), dict) else None
+    if target:  # a cluster the harness did not start (harness/target): where, and whether TLS was verified
+        sec = target.get("security") if isinstance(target.get("security"), dict) else {}
+        trust = {True: "TLS certificates verified", False: "TLS verification OFF (verify = false in the target file)",
+                 None: "no TLS"}.get(sec.get("tls_verify"), "?")
+        facts.append(("target", f"{target.get('name')} at {target.get('bootstrap_servers')}: {sec.get('protocol')}"
+                                f"{' ' + str(sec['sasl_mechanism']) if sec.get('sasl_mechanism') else ''}, {trust}"))
     if c.failure:
         facts.append(("failure", c.failure))
     return facts

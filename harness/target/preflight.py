@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -73,7 +74,8 @@ def listener_failure(cluster: TargetCluster, errors: list[Any], timed_out: str) 
     security = cluster.target.security
     listener = f"the listener {cluster.bootstrap_servers()} ({security.protocol})"
     codes = {e.code() for e in errors}
-    text = "; ".join(dict.fromkeys(e.str() for e in errors))[:500] or timed_out
+    telling = [e.str() for e in errors if e.code() not in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN)]
+    text = ((telling or [e.str() for e in errors] or [timed_out])[0])[:300]  # the first says it; the rest repeat it per broker
     if KafkaError._AUTHENTICATION in codes:
         return HarnessError(f"{listener} refused the SASL credentials of user {security.username!r} ({text}).",
                             hint=f"check the password ({security.password.source if security.password else 'none given'}) "
@@ -88,7 +90,7 @@ def listener_failure(cluster: TargetCluster, errors: list[Any], timed_out: str) 
 
 def check_listener(cluster: TargetCluster, timeout_s: float = 15.0) -> dict[int, str]:
     """One metadata request with the target's security; the brokers' advertised addresses."""
-    from confluent_kafka import KafkaException
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
     errors: list[Any] = []
@@ -100,12 +102,19 @@ def check_listener(cluster: TargetCluster, timeout_s: float = 15.0) -> dict[int,
 
     client = AdminClient({**cluster.client_settings, "bootstrap.servers": cluster.bootstrap_servers(), "error_cb": on_error,
                           "logger": logging.getLogger("librdkafka.preflight")})
-    try:
-        metadata = client.list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        raise listener_failure(cluster, errors, str(exc)) from None
-    if errors and not metadata.brokers:
-        raise listener_failure(cluster, errors, "")
+    # Short asks, each followed by a poll: librdkafka hands its error callbacks (a refused password,
+    # an unverifiable certificate) to poll() only, and those are the errors that name the cause.
+    deadline, metadata, last = time.monotonic() + timeout_s, None, ""
+    while metadata is None and time.monotonic() < deadline:
+        try:
+            metadata = client.list_topics(timeout=min(1.5, max(0.5, deadline - time.monotonic())))
+        except KafkaException as exc:
+            last = str(exc)
+        client.poll(0.2)
+        if any(e.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL) for e in errors):
+            raise listener_failure(cluster, errors, last)
+    if metadata is None:
+        raise listener_failure(cluster, errors, last)
     cluster.addresses = {b.id: f"{b.host}:{b.port}" for b in metadata.brokers.values()}
     return cluster.addresses
 
