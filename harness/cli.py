@@ -141,6 +141,11 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 @click.option("--kafka-version", default=D["kafka_version"], help="Kafka release (default: the pinned 4.x).")
 @click.option("--nemesis", default=D["nemesis"], show_default=True, help="Comma-separated fault packages, or none (the packages are listed below).")
 @click.option("--nemesis-interval", default=D["nemesis_interval"], show_default=True, type=float, help="Mean seconds between a fault package's start and stop.")
+@click.option("--schedule", "scheduler", default=D["scheduler"], show_default=True, type=click.Choice(["random", "guided"]),
+              help="Who decides the faults: random (seeded, drawn ahead) or guided (steers toward abstract states this store's "
+                   "runs have not seen, with generic packages only; docs/guided.md).")
+@click.option("--observe", is_flag=True, default=D["observe"],
+              help="Record the cluster's abstract states (observed history events) under any schedule; guided always does.")
 @click.option("--power-writeback-s", default=D["power_writeback_s"], type=float,
               help="Power loss's model: data dirty for this many seconds had reached the disk (default: the worst case, "
                    "everything not fsynced is lost).")
