@@ -104,7 +104,8 @@ def check_listener(cluster: TargetCluster, timeout_s: float = 15.0) -> dict[int,
                           "logger": logging.getLogger("librdkafka.preflight")})
     # Short asks, each followed by a poll: librdkafka hands its error callbacks (a refused password,
     # an unverifiable certificate) to poll() only, and those are the errors that name the cause.
-    deadline, metadata, last = time.monotonic() + timeout_s, None, ""
+    began = time.monotonic()
+    deadline, metadata, last = began + timeout_s, None, ""
     while metadata is None and time.monotonic() < deadline:
         try:
             metadata = client.list_topics(timeout=min(1.5, max(0.5, deadline - time.monotonic())))
@@ -113,6 +114,8 @@ def check_listener(cluster: TargetCluster, timeout_s: float = 15.0) -> dict[int,
         client.poll(0.2)
         if any(e.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL) for e in errors):
             raise listener_failure(cluster, errors, last)
+        if time.monotonic() > began + 5 and any(e.code() == KafkaError._ALL_BROKERS_DOWN for e in errors):
+            break  # every bootstrap server refused for 5 s: not a broker restarting
     if metadata is None:
         raise listener_failure(cluster, errors, last)
     cluster.addresses = {b.id: f"{b.host}:{b.port}" for b in metadata.brokers.values()}

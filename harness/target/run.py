@@ -49,12 +49,28 @@ class Sweep:
 
     def __init__(self, steps: "TargetSteps") -> None:
         self.steps = steps
+        self.marks: dict[int, int] = {}
 
     def __enter__(self) -> "Sweep":
+        for node in self.steps.cluster.brokers:  # where each broker's log stood when the run began
+            self.marks[node.node_id] = node.log_size()
         return self
+
+    def copy_logs(self) -> None:
+        """What each broker logged during the run, into RUN_DIR/brokers/<id>/server.log, where the
+        checker's explanations read a local run's (Kafka logs its passwords as [hidden])."""
+        for node in self.steps.cluster.brokers:
+            try:
+                text, _ = node.read_log(self.marks.get(node.node_id, 0))
+                folder = self.steps.rd.path / "brokers" / str(node.node_id)
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / "server.log").write_text(text)
+            except Exception as exc:  # evidence, not the run
+                log.warning("could not copy broker %s's log: %s", node.node_id, exc)
 
     def __exit__(self, *exc: object) -> None:
         steps, cluster = self.steps, self.steps.cluster
+        self.copy_logs()
         found = survey(cluster, cluster.run_id)
         if found:
             done, failed = heal_leftovers(cluster, found)
