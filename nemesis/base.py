@@ -54,6 +54,9 @@ class Nemesis:
         # Set when the fault phase ends (FaultRunner gives its own stop event): a long operation
         # (a rolling restart takes minutes) finishes the step it is in and goes no further.
         self.stopping = threading.Event()
+        # The workload's transactional ids and consumer groups (FaultRunner.setup gives them), for
+        # the faults that aim at their coordinators: {"transactional_ids": [...], "groups": [...]}.
+        self.coordinated: dict[str, list[str]] = {}
 
     def setup(self, cluster: "KafkaCluster", recorder: NemesisRecorder | None = None, topic: str | None = None) -> "Nemesis":
         self.cluster, self.recorder, self.topic = cluster, recorder, topic

@@ -107,8 +107,10 @@ class FaultRunner:
             **({"guided": self.scheduler.describe()} if hasattr(self.scheduler, "describe") else {}),
         }
 
-    def setup(self, cluster: "KafkaCluster", recorder: NemesisRecorder | None = None, topic: str | None = None) -> "FaultRunner":
-        """Refuses (HarnessError, exit 2) a package whose needs the cluster lacks, before any fault."""
+    def setup(self, cluster: "KafkaCluster", recorder: NemesisRecorder | None = None, topic: str | None = None,
+              coordinated: dict[str, list[str]] | None = None) -> "FaultRunner":
+        """Refuses (HarnessError, exit 2) a package whose needs the cluster lacks, before any fault.
+        `coordinated`: the workload's transactional ids and groups, which coordinator faults aim at."""
         self.cluster, self.recorder, self.topic = cluster, recorder, topic or self.topic
         capabilities = getattr(cluster, "capabilities", None)
         if capabilities is not None:
@@ -116,9 +118,10 @@ class FaultRunner:
         for nemesis in self.nemeses.values():
             nemesis.setup(cluster, recorder, self.topic)
             nemesis.observer = self.observer  # one run, one memory of its looks (nemesis/observer.py)
+            nemesis.stopping = self._stop  # a long operation stops between its steps when the heal begins
+            nemesis.coordinated = dict(coordinated or {})
         if self.observe and recorder is not None:
             self.observer.watch_states(cluster, recorder, self.topic)
-            nemesis.stopping = self._stop  # a long operation stops between its steps when the heal begins
         return self
 
     def start(self) -> None:

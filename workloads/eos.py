@@ -103,6 +103,12 @@ class EosWorkload:
     def topics(self) -> tuple[str, ...]:
         return (self.topic, self.output_topic)  # the run creates the output topic like the input
 
+    @property
+    def coordinated(self) -> dict[str, list[str]]:
+        """The ids whose coordinators serve this workload: each pipeline worker's transactional.id,
+        and the group whose offsets its transactions commit."""
+        return {"transactional_ids": [f"{self.group_id}-eos-{c}" for c in range(self.consumers)], "groups": [self.group_id]}
+
     def start(self, ready_timeout_s: float = 120.0) -> None:
         """The feeders and the pipeline workers, each once open (init_transactions done); then the
         output readers."""

@@ -66,6 +66,11 @@ class QueueWorkload:
         """Every topic this workload needs, its own first (workloads/registry.py)."""
         return (self.topic,)
 
+    @property
+    def coordinated(self) -> dict[str, list[str]]:
+        """The ids whose coordinators serve this workload: its consumer group when it subscribes."""
+        return {"transactional_ids": [], "groups": [self.group_id] if self.subscribe else []}
+
     # --- the main phase ---------------------------------------------------------------
     def start(self, ready_timeout_s: float = 120.0) -> None:
         """Start every client thread; return once each has opened its client (so the time limit

@@ -35,6 +35,10 @@ class Workload(Protocol):
 
     def drain(self, timeout_s: float = 60.0) -> Any: ...
 
+    # Optional: {"transactional_ids": [...], "groups": [...]}, the ids whose coordinators serve the
+    # workload, for the faults that aim at a coordinator (nemesis/coordinator.py, nemesis/fence.py).
+    # A workload without it offers them nothing to aim at.
+
 
 @dataclass(frozen=True)
 class WorkloadSpec:

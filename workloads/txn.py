@@ -54,6 +54,11 @@ class TxnWorkload:
     def topics(self) -> tuple[str, ...]:
         return (self.topic,)
 
+    @property
+    def coordinated(self) -> dict[str, list[str]]:
+        """The ids whose coordinators serve this workload (the `coordinator` and `fence` faults aim at them)."""
+        return {"transactional_ids": [f"{self.group_id}-txn-{w}" for w in range(self.producers)], "groups": []}
+
     def start(self, ready_timeout_s: float = 120.0) -> None:
         """Start every client thread; return once each has opened its client (init_transactions
         done, so the time limit measures transactions, not the coordinator's start-up)."""

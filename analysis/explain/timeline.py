@@ -226,7 +226,8 @@ def _roles_text(roles: Any) -> str:
     for node, rs in sorted(roles.items(), key=lambda kv: str(kv[0])):
         rs = rs if isinstance(rs, list) else []
         bits = (["controller"] if "controller" in rs else []) + \
-               ([f"leader×{sum(str(r).startswith('leader') for r in rs)}"] if any(str(r).startswith("leader") for r in rs) else [])
+               ([f"leader×{sum(str(r).startswith('leader') for r in rs)}"] if any(str(r).startswith("leader") for r in rs) else []) + \
+               [str(r) for r in rs if "coordinator:" in str(r)]
         if bits:
             out.append(f"{node}: {', '.join(bits)}" if len(roles) > 1 else ", ".join(bits))
     return "; ".join(out)

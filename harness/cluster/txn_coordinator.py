@@ -42,18 +42,23 @@ def txn_state_partition(transactional_id: str, partitions: int = 50) -> int:
     return kafka_abs(java_string_hash(transactional_id)) % partitions
 
 
-def coordinator_of(cluster: "KafkaCluster", transactional_id: str) -> dict[str, Any]:
+def coordinator_of(cluster: "KafkaCluster", transactional_id: str, topic: str = TXN_STATE_TOPIC) -> dict[str, Any]:
     """The coordinator of `transactional_id` now: its `__transaction_state` partition, that
     partition's leader (the coordinator), replicas and ISR, as a majority of brokers sees them.
+    With topic `__consumer_offsets`, the group coordinator of the group `transactional_id` names
+    (GroupMetadataManager.partitionFor: the same Utils.abs(hashCode) % partitions).
     Raises HarnessError while the topic does not exist (no transactional producer has looked
     for its coordinator yet) or the partition has no leader."""
-    state = cluster.partition_state(TXN_STATE_TOPIC)
+    state = cluster.partition_state(topic)
     if not state:
-        raise HarnessError(f"{TXN_STATE_TOPIC} is not in the metadata yet",
-                           hint="a transactional producer's init_transactions creates it")
+        raise HarnessError(f"{topic} is not in the metadata yet",
+                           hint="a transactional producer's init_transactions (a group's first join) creates it")
     partition = txn_state_partition(transactional_id, len(state))
     p = state[partition]
     if p["leader"] < 0:
-        raise HarnessError(f"{TXN_STATE_TOPIC}-{partition} has no leader now: {p}")
+        raise HarnessError(f"{topic}-{partition} has no leader now: {p}")
     return {"transactional_id": transactional_id, "partition": partition, "partitions": len(state),
             "coordinator": p["leader"], "replicas": list(p["replicas"]), "isr": list(p["isr"])}
+
+
+GROUP_STATE_TOPIC = "__consumer_offsets"

@@ -242,7 +242,7 @@ class RunSteps:
             self.cluster.create_topic(topic, partitions=config.partitions, replication_factor=profile.replication_factor,
                                       config=profile.topic_config())
         if faults is not None:
-            faults.setup(self.cluster, self.recorder)
+            faults.setup(self.cluster, self.recorder, coordinated=getattr(self.workload, "coordinated", None))
             rd.own(faults)  # its threads stop before the cluster goes, even when the run fails
 
     def run_workload(self) -> None:

@@ -1,0 +1,92 @@
+"""`fence`: a zombie producer opens a live transactional.id in the middle of the run (issue 36).
+
+A restarted instance of a transactional application calls init_transactions with the same
+transactional.id while the old instance may still be running: the coordinator bumps the id's epoch,
+aborts the transaction the old instance has open, and fences it (redpanda-data/chaos `hijack_tx_ids`).
+The old producer must then fail its transaction, nothing it had committed may be lost, and no
+transaction may be torn: the checker's transactional anomalies (G1a aborted reads, torn and lost
+transactions) judge that from the history, since the workload records the fenced transaction as it
+ends (fail or info) and opens a new producer under the same id, which fences the zombie in turn.
+
+Each start draws one of the workload's transactional ids (`coordinated`: the txn and eos workloads)
+and opens the zombie on it (harness/cluster/zombie.py); the band `fence` ... `fenced` lasts while
+the zombie holds the id, a seeded 1-5 s, or until the stop. A workload with no transactional id gets
+a `nemesis-skipped` event that says so.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from harness.cluster.txn_coordinator import coordinator_of
+from harness.cluster.zombie import close_zombie, open_zombie
+from harness.errors import HarnessError
+from harness.history.faults import FENCE
+from nemesis.base import Nemesis
+from nemesis.registry import Package
+
+HOLD_S = (1.0, 5.0)
+
+
+class FenceNemesis(Nemesis):
+    name = "fence"
+    faults = (FENCE,)
+    replay_keys = ("target", "targets", "id", "hold_s")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.zombie: Any = None
+
+    def decide(self, look: Any, rng: random.Random, given: dict[str, Any]) -> dict[str, Any]:
+        ids = list(self.coordinated.get("transactional_ids", []))
+        hold = round(rng.uniform(*HOLD_S), 2)
+        if not ids:
+            return {"target": "transactional-id", "targets": [], "hold_s": hold,
+                    "why": "the workload has no transactional id (the txn and eos workloads have)"}
+        return {"target": "transactional-id", "targets": [], "id": rng.choice(ids), "hold_s": hold}
+
+    def replay_nodes(self, params: dict[str, Any]) -> tuple[list[Any] | None, str | None]:
+        """Its target is an id, not a node: a replay takes the recorded id as it is."""
+        return ([], "recorded targets") if params.get("id") or params.get("targets") is not None else (None, None)
+
+    def apply(self, plan: dict[str, Any]) -> dict[str, Any]:
+        assert self.cluster is not None
+        value: dict[str, Any] = {"target": plan["target"], "targets": [], "hold_s": plan["hold_s"]}
+        if not plan.get("id"):
+            return self.skip(FENCE.start, value, plan.get("why") or "no transactional id to open")
+        if self.zombie is not None:
+            return self.skip(FENCE.start, {**value, "id": plan["id"]}, "a zombie producer already holds an id")
+        value["id"] = plan["id"]
+        try:  # which broker fences: the id's coordinator, as the metadata names it now
+            found = coordinator_of(self.cluster, plan["id"])
+            value["coordinator"], value["partition"] = found["coordinator"], f"__transaction_state-{found['partition']}"
+        except HarnessError as exc:
+            value["coordinator_unknown"] = exc.message
+        self.struck_at = time.monotonic()
+        self.record(FENCE.start, value)
+        settings = getattr(self.cluster, "client_settings", None) or {}
+        self.zombie, opened = open_zombie(self.cluster.bootstrap_servers(), plan["id"], settings=settings)
+        value.update(opened)
+        if self.zombie is not None:
+            self.stopping.wait(max(0.0, self.struck_at + float(plan["hold_s"]) - time.monotonic()))
+        self.let_go(opened)
+        return value
+
+    def let_go(self, opened: dict[str, Any] | None = None) -> None:
+        zombie, self.zombie = self.zombie, None
+        close_zombie(zombie)
+        if opened is not None:
+            self.record(FENCE.stop, {"targets": [], **opened})
+
+    def teardown(self) -> dict[str, Any]:
+        if self.zombie is not None:  # a start still holding the id when the heal came
+            self.let_go({"let_go": "heal"})
+        return {"targets": []}
+
+
+PACKAGES = (
+    Package("fence", make=lambda s: FenceNemesis(), heal_rank=5,
+            summary="a zombie producer opens one of the run's live transactional ids (init_transactions), fencing its owner"),
+)

@@ -1,0 +1,159 @@
+"""The operations packages (issue 36) on a stand-in cluster, no Docker: what `roll` decides and
+records (every node once, dedicated controllers first, seeded coins, replayable steps, an abort at
+the heal), what `coordinator` aims at (the leader of the id's internal partition), and what both
+do when the workload offers nothing to aim at. Real runs: tests/test_operations_run.py."""
+
+from __future__ import annotations
+
+import random
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.cluster.metadata_views import BrokerView
+from harness.cluster.txn_coordinator import txn_state_partition
+from harness.history.faults import SKIPPED
+from nemesis.coordinator import CoordinatorNemesis
+from nemesis.fence import FenceNemesis
+from nemesis.roll import RollNemesis
+
+
+@dataclass
+class Node:
+    node_id: int
+    hits: list[str]
+    running: bool = True
+    pid_no: int = 100
+
+    def pid_on_file(self) -> int:
+        return self.pid_no
+
+    def pid(self) -> int | None:
+        return self.pid_no if self.running else None
+
+    def send_signal(self, sig: int) -> int | None:
+        self.hits.append(f"{signal.Signals(sig).name} {self.node_id}")
+        if sig in (signal.SIGTERM, signal.SIGKILL):
+            self.running = False
+        return self.pid_no
+
+    def kill_process(self) -> int:
+        return self.send_signal(signal.SIGKILL)
+
+    def start_process(self) -> int:
+        self.hits.append(f"start {self.node_id}")
+        self.running, self.pid_no = True, self.pid_no + 1
+        return self.pid_no
+
+
+@dataclass
+class Cluster:
+    hits: list[str] = field(default_factory=list)
+    controller_ids: tuple[int, ...] = ()
+    is_kraft: bool = True
+    txn_leaders: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.brokers = [Node(i, self.hits) for i in (1, 2, 3)]
+        self.controllers = [Node(i, self.hits) for i in self.controller_ids]
+
+    def node(self, node_id: int) -> Node:
+        return next(n for n in self.brokers + self.controllers if n.node_id == node_id)
+
+    def active_controller(self) -> Node | None:
+        return None
+
+    def broker_views(self) -> dict[int, BrokerView]:
+        topics = {"queue": {p: {"leader": 1 + p % 3, "replicas": [1, 2, 3], "isr": [1, 2, 3]} for p in range(3)}}
+        return {i: BrokerView(i, (1, 2, 3), topics) for i in (1, 2, 3)}
+
+    def partition_state(self, topic: str) -> dict[int, dict[str, Any]]:
+        return {p: {"leader": self.txn_leaders.get(p, 1 + p % 3), "replicas": [1, 2, 3], "isr": [1, 2, 3]} for p in range(50)}
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict]] = []
+
+    def nemesis(self, f: str, value: dict) -> None:
+        self.events.append((f, value))
+
+
+def rolled(cluster: Cluster, seed: int = 1, **kw: Any) -> tuple[RollNemesis, Recorder, dict]:
+    recorder = Recorder()
+    roll = RollNemesis(**kw).setup(cluster, recorder, "queue")
+    value = roll.invoke("start", {}, random.Random(seed))
+    return roll, recorder, value
+
+
+def test_a_roll_restarts_every_node_once_controllers_first_each_as_its_coins_say(monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    cluster = Cluster(controller_ids=(4, 5))
+    _, recorder, value = rolled(cluster)
+    order = [s["who"] for s in value["steps"]]
+    assert sorted(order) == [1, 2, 3, 4, 5] and set(order[:2]) == {4, 5}
+    fs = [f for f, _ in recorder.events]
+    assert fs[0] == "roll" and fs[-1] == "rolled" and fs.count("node-stop") == fs.count("node-start") == 5
+    for step in value["steps"]:
+        stop = "SIGTERM" if step["how"] == "clean" else "SIGKILL"
+        assert cluster.hits.index(f"{stop} {step['who']}") < cluster.hits.index(f"start {step['who']}")
+        assert step["wait"] in ("isr", "no-wait") and step["after_s"] >= 0
+        assert step.get("isr_full", True) is True
+    assert value["aborted"] is False and all(n.running for n in cluster.brokers + cluster.controllers)
+
+
+def test_the_same_seed_rolls_the_same_way_and_a_replay_keeps_the_steps(monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    a, b = rolled(Cluster(), seed=7)[2], rolled(Cluster(), seed=7)[2]
+    strip = lambda v: [(s["who"], s["how"], s["wait"]) for s in v["steps"]]
+    assert strip(a) == strip(b)
+    assert {strip(rolled(Cluster(), seed=s)[2])[0] for s in range(12)} != {strip(a)[0]}  # seeds differ
+    roll = RollNemesis().setup(Cluster(), Recorder(), "queue")
+    params = roll.replay_params(a)
+    assert [s["after_s"] for s in params["steps"]] == [s["after_s"] for s in a["steps"]]
+    replayed = roll.invoke("start", params, random.Random(99))  # the rng is not asked
+    assert strip(replayed) == strip(a) and replayed.get("replay") == "recorded targets"
+
+
+def test_one_coin_only_is_honoured_and_a_heal_stops_a_roll_between_nodes(monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    cluster = Cluster()
+    _, _, value = rolled(cluster, stops=("hard",), waits=("no-wait",))
+    assert {s["how"] for s in value["steps"]} == {"hard"} and {s["wait"] for s in value["steps"]} == {"no-wait"}
+    roll = RollNemesis().setup(Cluster(), Recorder(), "queue")
+    roll.stopping.set()
+    value = roll.invoke("start", {}, random.Random(1))
+    assert value["steps"] == [] and value["aborted"] is True
+
+
+def test_a_coordinator_fault_strikes_the_leader_of_the_ids_partition_and_the_stop_undoes_it():
+    tid = "txn-run-txn-0"
+    partition = txn_state_partition(tid, 50)
+    cluster, recorder = Cluster(txn_leaders={partition: 2}), Recorder()
+    nemesis = CoordinatorNemesis(("kill",)).setup(cluster, recorder, "queue")
+    nemesis.coordinated = {"transactional_ids": [tid], "groups": []}
+    value = nemesis.invoke("start", {}, random.Random(0))
+    assert value["targets"] == [2] and value["partition"] == f"__transaction_state-{partition}"
+    assert f"txn-coordinator:{tid}" in value["roles"]["2"] and cluster.hits == ["SIGKILL 2"]
+    nemesis.invoke("stop", {}, random.Random(0))
+    assert cluster.hits[-1] == "start 2" and [f for f, _ in recorder.events] == ["kill", "restart"]
+
+
+def test_with_nothing_to_aim_at_the_operations_record_a_skip_that_says_why():
+    for nemesis in (CoordinatorNemesis(("pause",)), FenceNemesis()):
+        recorder = Recorder()
+        nemesis.setup(Cluster(), recorder, "queue")
+        nemesis.invoke("start", {}, random.Random(0))
+        (f, value), = recorder.events
+        assert f == SKIPPED and ("no transactional id" in value["skipped"] or "names no" in value["skipped"])
+
+
+def test_the_fault_runner_gives_every_nemesis_its_stop_event_and_the_workloads_ids():
+    """A merge once left these two lines inside a later `if` (only the last nemesis got them, and only
+    when the run observed): a roll then went on restarting brokers through the heal."""
+    from nemesis.runner import FaultRunner, build_nemeses
+
+    runner = FaultRunner(build_nemeses(["roll", "fence", "coordinator"]), 10)
+    runner.setup(Cluster(), None, "queue", coordinated={"transactional_ids": ["t"], "groups": ["g"]})
+    for nemesis in runner.nemeses.values():
+        assert nemesis.stopping is runner._stop and nemesis.coordinated == {"transactional_ids": ["t"], "groups": ["g"]}
