@@ -266,8 +266,12 @@ def _scheduled_run(config: Any, packages: list[str], settings: dict[str, Any], f
 
 def _observed(run_dir: Path) -> dict[str, Any]:
     """The state watch's summary in a run's config.json (nemesis_config.observed), or {}."""
+    from harness.history.record import RecordError, read_record
+
     try:
-        config = json.loads((run_dir / "config.json").read_text())
-    except (OSError, ValueError):
+        record = read_record(run_dir)
+    except (OSError, RecordError):
         return {}
-    return ((config.get("nemesis_config") or {}).get("observed")) or {}
+    faults = record.raw.get("nemesis_config") if record is not None else None
+    observed = faults.get("observed") if isinstance(faults, dict) else None
+    return observed if isinstance(observed, dict) else {}
