@@ -83,11 +83,16 @@ def heal_leftovers(cluster: Any, found: list[Leftover]) -> tuple[list[str], list
         code, out = node.exec(command)
         (done if code == 0 else failed).append(item.describe() + ("" if code == 0 else f" (failed: {out.strip()[:200]})"))
     for node in {cluster.node(f.node_id) for f in found if f.kind == "rule"}:
-        # The harness's chains, once empty, and their hooks: left in place they are harmless, but not ours to keep.
-        node.exec("for c in $(iptables -w -S 2>/dev/null | sed -n 's/^-N \\(KH_[A-Z0-9_]*\\)$/\\1/p'); do "
-                  "[ -z \"$(iptables -w -S $c | grep '^-A')\" ] || continue; "
-                  "iptables -w -D INPUT -j $c 2>/dev/null; iptables -w -D OUTPUT -j $c 2>/dev/null; iptables -w -X $c; done; true")
+        remove_empty_chains(node)
     return done, failed
+
+
+def remove_empty_chains(node: Any) -> None:
+    """The harness's chains on `node`'s host once they hold no rule, and their hooks: harmless when
+    left, but a target's firewall is its operator's, so a run takes away what it added."""
+    node.exec("for c in $(iptables -w -S 2>/dev/null | sed -n 's/^-N \\(KH_[A-Z0-9_]*\\)$/\\1/p'); do "
+              "[ -z \"$(iptables -w -S $c | grep '^-A')\" ] || continue; "
+              "iptables -w -D INPUT -j $c 2>/dev/null; iptables -w -D OUTPUT -j $c 2>/dev/null; iptables -w -X $c; done; true")
 
 
 def manual_commands(cluster: Any, found: list[Leftover]) -> list[str]:

@@ -23,7 +23,7 @@ from harness.history import Recorder
 from harness.run.directory import RunDirectory
 from harness.run.steps import FaultPhase, ProgressFn, RunResult, RunSteps, make_driver, unreachable_bound
 from harness.target.cluster import TargetCluster
-from harness.target.leftovers import heal_leftovers, manual_commands, survey
+from harness.target.leftovers import heal_leftovers, manual_commands, remove_empty_chains, survey
 from harness.target.preflight import preflight
 from harness.target.security import SecuredDriver, client_settings
 from harness.target.spec import Target
@@ -72,6 +72,9 @@ class Sweep:
         steps, cluster = self.steps, self.steps.cluster
         self.copy_logs()
         found = survey(cluster, cluster.run_id)
+        if steps.faults is not None and "iptables" in cluster.capabilities:
+            for node in cluster.brokers:  # the heal flushed the run's chains; take the empty chains away too
+                remove_empty_chains(node)
         if found:
             done, failed = heal_leftovers(cluster, found)
             steps.record["target_sweep"] = {"healed": done, "failed": failed}
