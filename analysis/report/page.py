@@ -112,6 +112,13 @@ def _facts(run_dir: Path, record: RecordLike, cluster: dict[str, Any] | None,
                      + (f", cluster start {seconds.cluster_ready} s" if seconds.cluster_ready is not None else "")),
         ("final drain", _drain_text(c.drain)),
     ]
+    faults = c.raw.get("nemesis_config") if isinstance(c.raw.get("nemesis_config"), dict) else {}
+    observed = faults.get("observed")
+    if isinstance(observed, dict):  # the state watch's totals (docs/guided.md), under guided or --observe
+        kinds = observed.get("log_facts") if isinstance(observed.get("log_facts"), dict) else {}
+        facts.append(("abstract states", f"{faults.get('scheduler', '?')} schedule: {observed.get('distinct_states')} distinct "
+                      f"states, {observed.get('distinct_transitions')} distinct transitions over {observed.get('ticks')} "
+                      "ticks; log facts " + (", ".join(f"{k} {n}" for k, n in kinds.items()) or "none")))
     lag = (results or {}).get("realtime_lag")  # a measurement (analysis/checking/lag.py), absent in older results
     if isinstance(lag, dict):
         w = lag.get("worst") or {}
