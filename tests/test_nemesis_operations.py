@@ -157,3 +157,34 @@ def test_the_fault_runner_gives_every_nemesis_its_stop_event_and_the_workloads_i
     runner.setup(Cluster(), None, "queue", coordinated={"transactional_ids": ["t"], "groups": ["g"]})
     for nemesis in runner.nemeses.values():
         assert nemesis.stopping is runner._stop and nemesis.coordinated == {"transactional_ids": ["t"], "groups": ["g"]}
+
+
+def test_a_shrink_moves_to_one_in_sync_follower_then_back_verifying_each_step(monkeypatch):
+    """What `reassign` asks Kafka's tool for, in order (the tool itself is stood in for; real runs
+    in tests/test_operations_run.py): execute, verify until complete, for each stage."""
+    from nemesis.reassign import ReassignNemesis
+
+    calls: list[tuple[str, list[int], int | None]] = []
+
+    def tool(cluster, version, topic, partition, ids, via, action="execute", throttle_bps=None, timeout_s=90):
+        calls.append((action, list(ids), throttle_bps))
+        return 0, f"Reassignment of partition {topic}-{partition} is completed." if action == "verify" else "Successfully started"
+
+    monkeypatch.setattr("harness.cluster.leadership.reassign", tool)
+    cluster = Cluster()
+    cluster.distribution = type("D", (), {"version": "4.4.0"})()
+    recorder = Recorder()
+    nemesis = ReassignNemesis(("shrink",), ("throttled",), ("none",)).setup(cluster, recorder, "queue")
+    value = nemesis.invoke("start", {}, random.Random(3))
+    shrunk, back = value["steps"]
+    assert len(shrunk) == 1 and shrunk[0] != 1 + int(value["partition"].rsplit("-", 1)[1]) % 3  # a follower, not the leader
+    assert back == value["from"] == [1, 2, 3]
+    assert [(a, ids) for a, ids, _ in calls] == [("execute", shrunk), ("verify", shrunk), ("execute", back), ("verify", back)]
+    assert all(t == 100_000 for _, _, t in calls)
+    (f0, _), (f1, end) = recorder.events
+    assert (f0, f1, end["complete"]) == ("reassign", "reassigned", True)
+    old = cluster.distribution
+    cluster.distribution = type("D", (), {"version": "2.4.1"})()
+    nemesis.invoke("start", {}, random.Random(3))
+    assert recorder.events[-1][0] == SKIPPED and "2.5" in recorder.events[-1][1]["skipped"]
+    cluster.distribution = old

@@ -76,11 +76,11 @@ def fault_lines(run_dir: Path) -> list[str]:
     missed = {"skipped": 0, "not applied": 0}  # no target at its moment; or an error (no resolved targets)
     for event in [e for e in faults.schedule if e.action == "start"]:
         params = event.params
-        if not params.get("targets"):
+        if not params.get("targets") and not params.get("id"):  # a zombie producer aims at an id, not a broker
             missed["skipped" if "targets" in params else "not applied"] += 1
             continue
         aim = params.get("shape") or params.get("target") or "?"
-        hits.setdefault(event.package, []).append(f"{aim}→{','.join(map(str, params['targets']))}")
+        hits.setdefault(event.package, []).append(f"{aim}→{','.join(map(str, params.get('targets') or [params.get('id')]))}")
     kinds = "; ".join(f"{p} ×{len(h)}" + (f" ({', '.join(h)})" if h else "") for p, h in hits.items())
     extra = "".join(f", {n} {what}" for what, n in missed.items() if n)
     lines = [f"faults injected: {sum(map(len, hits.values()))} — {kinds} (aim→broker ids){extra}"]

@@ -109,7 +109,14 @@ class LibrdkafkaProducer:
 
     def flush(self, timeout_s: float) -> int:
         assert self.raw is not None
-        return self.raw.flush(timeout_s)
+        try:
+            return self.raw.flush(timeout_s)
+        except SystemError as exc:
+            # confluent-kafka 2.16's flush once returned NULL with no exception set (2026-11-26, a txn
+            # producer whose transactional.id a zombie had just fenced: run 20261126T014913-850ae6);
+            # the thread died with the transaction unrecorded. What the flush left is unknown: a fatal
+            # error, so the transaction is recorded info and a new producer takes over.
+            raise ClientException(ClientError("_PYTHON_SYSTEM_ERROR", f"confluent-kafka flush: {exc}", fatal=True)) from None
 
     def purge(self) -> None:
         # Every purged message gets a delivery report (_PURGE_QUEUE / _PURGE_INFLIGHT) at the next flush.

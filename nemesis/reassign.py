@@ -1,0 +1,219 @@
+"""`reassign`: partition reassignment under load (issue 36), with Kafka's ReassignPartitionsCommand
+(the Admin API's alterPartitionReassignments, KIP-455) run inside a live broker.
+
+Each start takes one partition of the workload topic and, on seeded coins:
+
+- a **move** (`--reassign-moves`):
+  - `shrink`: its replicas shrink to one, a follower that was in sync (the leadership moves onto
+    it), then grow back to the original list (redpanda-data/chaos's `reconfigure_313`). With
+    acks=all and min.insync.replicas=2 sends are refused NOT_ENOUGH_REPLICAS while it has one
+    replica: Kafka's answer, recorded as the clients got it;
+  - `reorder`: the same replicas in another order, so that the preferred leader changes position
+    (a preferred election is then asked for, as an operator would);
+  - `replace`: one replica is replaced by a broker that holds none (only with more brokers than
+    replicas; skipped, saying so, otherwise);
+- a **throttle** (`--reassign-throttles`: `none` or `throttled`, 100 kB/s of replication), removed
+  by the tool's verify once the moves are done;
+- a **kill in flight** (`--reassign-kills`: `none` or `kill`): a broker that the move adds or keeps
+  is SIGKILLed right after the move is submitted, and started again 2-8 s later.
+
+The band is `reassign` ... `reassigned`; the end event holds each tool run's answer, whether the
+reassignment completed within its wait (90 s per step), and how long it took. A refused move is
+recorded with Kafka's answer; it is not a harness failure. The heal cancels a reassignment still in
+flight (`--cancel`, which also removes its throttle) and starts a broker the package killed.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from harness.cluster import leadership
+from harness.errors import HarnessError
+from harness.history.faults import KILL, REASSIGN
+from nemesis import steps
+from nemesis.base import Nemesis
+from nemesis.registry import Package, Setting
+
+MOVES = ("shrink", "reorder", "replace")
+THROTTLES = ("none", "throttled")
+KILLS = ("none", "kill")
+THROTTLE_BPS = 100_000
+WAIT_S = 90.0
+RESTART_AFTER_S = (2.0, 8.0)
+
+
+def _tail(text: str, n: int = 400) -> str:
+    return " ".join(text.split())[-n:]
+
+
+class ReassignNemesis(Nemesis):
+    name = "reassign"
+    faults = (REASSIGN, KILL)
+    replay_keys = ("target", "targets", "partition", "move", "steps", "throttle", "kill", "restart_after_s")
+    option_names = ("moves", "throttles", "kills")
+    poll_s = 2.0
+    stop_f = KILL.stop
+
+    def __init__(self, moves: tuple[str, ...] = MOVES, throttles: tuple[str, ...] = THROTTLES,
+                 kills: tuple[str, ...] = KILLS) -> None:
+        super().__init__()
+        for given, known, flag in ((moves, MOVES, "--reassign-moves"), (throttles, THROTTLES, "--reassign-throttles"),
+                                   (kills, KILLS, "--reassign-kills")):
+            if not given or set(given) - set(known):
+                raise HarnessError(f"{flag} {','.join(given) or '(empty)'}: unknown or empty", hint=f"use any of: {', '.join(known)}")
+        self.moves, self.throttles, self.kills = tuple(moves), tuple(throttles), tuple(kills)
+        self.in_flight: dict[str, Any] | None = None  # the move submitted and not verified done
+        self.killed: int | None = None
+
+    @property
+    def version(self) -> str:
+        assert self.cluster is not None
+        return self.cluster.distribution.version
+
+    # --- deciding ----------------------------------------------------------------------------------
+    def decide(self, look: Any, rng: random.Random, given: dict[str, Any]) -> dict[str, Any]:
+        # `replace` needs a broker that holds no replica: with three brokers and three replicas there is
+        # none, so it is drawn only where it can happen (a first 4.4.0 run skipped one move in three).
+        possible = [m for m in self.moves if m != "replace" or len(self.brokers) > len(next(iter(look.replicas.values()), []))]
+        move = given.get("move") or rng.choice(possible or self.moves)
+        throttle, kill = rng.choice(self.throttles), rng.choice(self.kills)
+        restart_after = round(rng.uniform(*RESTART_AFTER_S), 2)
+        plan: dict[str, Any] = {"target": "partition", "targets": [], "move": move, "throttle": throttle,
+                                "restart_after_s": restart_after}
+        if not leadership.at_least(self.version, "2.5"):
+            return {**plan, "why": f"reassignment through a broker (KIP-455) needs Kafka 2.5 or later, not {self.version}"}
+        if not look.replicas:
+            return {**plan, "why": f"the replicas of topic {self.topic} are unknown right now ({look.error or 'no majority'})"}
+        partition = rng.choice(sorted(look.replicas))
+        now = list(look.replicas[partition])
+        leader, isr = look.leaders.get(partition, -1), look.isrs.get(partition, [])
+        plan["partition"] = f"{self.topic}-{partition}"
+        if move == "shrink":
+            followers = [i for i in isr if i != leader]
+            if not followers:
+                return {**plan, "why": f"partition {partition} has no in-sync follower to shrink onto (ISR {isr})"}
+            stages = [[rng.choice(followers)], now]
+        elif move == "reorder":
+            stages = [now[1:] + now[:1]]
+        else:
+            spare = sorted({b.node_id for b in self.brokers} - set(now))
+            if not spare:
+                return {**plan, "why": f"every broker holds a replica of partition {partition} ({now}): nowhere to move one"}
+            out = rng.choice(now)
+            stages = [[rng.choice(spare) if i == out else i for i in now]]
+        victims = sorted(set(stages[0]) | (set(stages[-1]) if len(stages) > 1 else set()))
+        victim = rng.choice(victims) if kill == "kill" else None
+        return {**plan, "targets": sorted(set(now) | {i for s in stages for i in s}), "from": now, "steps": stages,
+                "kill": victim}
+
+    # --- acting ------------------------------------------------------------------------------------
+    def apply(self, plan: dict[str, Any]) -> dict[str, Any]:
+        assert self.cluster is not None
+        nodes = [self.cluster.node(i) for i in plan["targets"]]
+        value = {k: v for k, v in plan.items() if k not in ("why",)}
+        value["roles"] = self.roles(nodes)
+        if not plan.get("steps"):
+            return self.skip(REASSIGN.start, value, plan.get("why") or "nothing to move")
+        if self.in_flight is not None:
+            return self.skip(REASSIGN.start, value, f"a reassignment of {self.in_flight['partition']} is still in flight")
+        self.record(REASSIGN.start, value)
+        began = time.monotonic()
+        topic, partition = plan["partition"].rsplit("-", 1)
+        throttle = THROTTLE_BPS if plan["throttle"] == "throttled" else None
+        done: list[dict[str, Any]] = []
+        for n, ids in enumerate(plan["steps"]):
+            if self.stopping.is_set():
+                break
+            via = self.live_broker(exclude={self.killed} if self.killed is not None else set())
+            code, out = leadership.reassign(self.cluster, self.version, topic, int(partition), ids, via, "execute", throttle)
+            self.in_flight = {"partition": plan["partition"], "ids": ids, "throttle": throttle}
+            step: dict[str, Any] = {"replicas": ids, "exit": code, "answer": _tail(out)}
+            if n == 0 and plan.get("kill") is not None and code == 0:
+                self.kill_in_flight(int(plan["kill"]), float(plan["restart_after_s"]), step)
+            step.update(self.wait_done(topic, int(partition), ids, throttle))
+            done.append(step)
+            if code != 0:
+                break
+        if plan["move"] == "reorder" and done and done[-1]["exit"] == 0:
+            accepted, answer = leadership.elect_preferred(self.cluster, self.version, topic, int(partition))
+            done[-1]["election"] = answer[-300:]
+        self.restart_killed()
+        complete = bool(done) and all(s.get("complete") for s in done)
+        self.record(REASSIGN.stop, {"targets": plan["targets"], "partition": plan["partition"], "steps": done,
+                                    "complete": complete, "took_s": round(time.monotonic() - began, 2)})
+        return value
+
+    def kill_in_flight(self, victim: int, restart_after_s: float, step: dict[str, Any]) -> None:
+        node = self.cluster.node(victim)  # type: ignore[union-attr]
+        self.record(KILL.start, {"targets": [victim], "roles": {str(victim): ["reassigning"]}, "step": "reassign: kill in flight",
+                                 "pids": {str(victim): node.pid_on_file()}})
+        steps.kill(node)
+        self.killed = victim
+        step["killed"] = victim
+        self.kill_deadline = time.monotonic() + restart_after_s
+
+    def restart_killed(self) -> None:
+        if self.killed is None:
+            return
+        steps.wait_until(getattr(self, "kill_deadline", 0.0))
+        node = self.cluster.node(self.killed)  # type: ignore[union-attr]
+        pid = steps.start(node, supervised_by=self, why="reassign")
+        self.record(KILL.stop, {"targets": [self.killed], "pids": {str(self.killed): pid}, "step": "reassign: restart"})
+        self.killed = None
+
+    def wait_done(self, topic: str, partition: int, ids: list[int], throttle: int | None) -> dict[str, Any]:
+        """Verify until the tool says the move is complete (removing the throttle), bounded; a broker
+        killed in flight is started again when its moment comes, so the move can finish."""
+        began, answer = time.monotonic(), ""
+        while time.monotonic() - began < WAIT_S and not self.stopping.is_set():
+            if self.killed is not None and time.monotonic() >= getattr(self, "kill_deadline", 0.0):
+                self.restart_killed()
+            via = self.live_broker(exclude={self.killed} if self.killed is not None else set())
+            code, out = leadership.reassign(self.cluster, self.version, topic, partition, ids, via, "verify", throttle)  # type: ignore[arg-type]
+            answer = _tail(out, 300)
+            if code == 0 and "is complete" in out and "still in progress" not in out:
+                self.in_flight = None
+                return {"complete": True, "waited_s": round(time.monotonic() - began, 2)}
+            time.sleep(self.poll_s)
+        return {"complete": False, "waited_s": round(time.monotonic() - began, 2), "verify": answer}
+
+    def live_broker(self, exclude: set[int]) -> Any:
+        """A broker whose JVM runs, to run the tool in (not one this package killed)."""
+        for node in self.brokers:
+            if node.node_id not in exclude and node.pid() is not None:
+                return node
+        raise HarnessError("no live broker to run the reassignment tool in")
+
+    def teardown(self) -> dict[str, Any]:
+        assert self.cluster is not None
+        value: dict[str, Any] = {"targets": []}
+        if self.killed is not None:
+            self.kill_deadline = 0.0
+            self.restart_killed()
+        if self.in_flight is not None:  # cancel it: the drain should see a settled assignment, and no throttle
+            flight, self.in_flight = self.in_flight, None
+            topic, partition = flight["partition"].rsplit("-", 1)
+            try:
+                code, out = leadership.reassign(self.cluster, self.version, topic, int(partition), flight["ids"],
+                                                self.live_broker(set()), "cancel")
+                value["cancelled"] = {"partition": flight["partition"], "exit": code, "answer": _tail(out)}
+            except (HarnessError, ValueError) as exc:
+                value["cancelled"] = {"partition": flight["partition"], "error": str(exc)[:300]}
+            self.record(REASSIGN.stop, {**value, "step": "heal"})
+        return value
+
+
+REASSIGN_MOVES = Setting("reassign_moves", MOVES, recorded="moves", choices=MOVES,
+                         help="Reassignment moves: shrink (to one in-sync follower, then back), reorder (the preferred leader changes), replace (one replica onto a broker without one).")
+REASSIGN_THROTTLES = Setting("reassign_throttles", THROTTLES, recorded="throttles", choices=THROTTLES,
+                             help="Replication throttle during a reassignment: none, throttled (100 kB/s), one drawn per move.")
+REASSIGN_KILLS = Setting("reassign_kills", KILLS, recorded="kills", choices=KILLS,
+                         help="Kill a broker the move involves while it is in flight: none, kill, one drawn per move.")
+PACKAGES = (
+    Package("reassign", make=lambda s: ReassignNemesis(s["reassign_moves"], s["reassign_throttles"], s["reassign_kills"]),
+            settings=(REASSIGN_MOVES, REASSIGN_THROTTLES, REASSIGN_KILLS), heal_rank=24,
+            requires=frozenset({"signals", "restart"}),
+            summary="partition reassignment under load: shrink to one replica and back, reorder, replace; throttled and killed in flight on coins"),
+)
