@@ -43,11 +43,12 @@ ROLL = FaultKind("rolling restart", "roll", "rolled")
 NODE_DOWN = FaultKind("node stopped by an operation", "node-stop", "node-start")
 FENCE = FaultKind("zombie producer", "fence", "fenced")
 REASSIGN = FaultKind("partition reassignment", "reassign", "reassigned")
+DISK_SWAP = FaultKind("data disk replaced", "disk-swap", "disk-swapped")  # nemesis/membership.py
 
 KINDS = (PARTITION, LOSS, KILL, PAUSE, CLOCK_BUMP, CLOCK_STROBE, CUT, POWER, DISK_EIO_WRITE, DISK_EIO_READ, DISK_FULL, TRANSFER,
-         ROLL, NODE_DOWN, FENCE, REASSIGN)
+         ROLL, NODE_DOWN, FENCE, REASSIGN, DISK_SWAP)
 # The kinds that are operations: results.json and the report measure clients' unavailability during each.
-OPERATIONS = (ROLL, FENCE, REASSIGN)
+OPERATIONS = (ROLL, FENCE, REASSIGN, DISK_SWAP)
 BY_START = {k.start: k for k in KINDS}
 STOPS = {k.stop for k in KINDS}
 HEAL = "heal"  # the fault runner's final event: every fault healed (value: what each package did)

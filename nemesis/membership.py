@@ -1,0 +1,101 @@
+"""`membership`: a broker's disk replaced under load (issue 36 item 4, its disk-replacement part).
+
+An operator replaces a failed data disk: the broker is down, its log directories come back empty,
+and it starts again with the same node id. The partitions it held must come back from the other
+replicas; if it rejoins an ISR, or is elected, before it has caught up, acknowledged data is gone.
+Kafka guards this with the broker epoch in AlterPartition (KIP-903, after KAFKA-14139) and, in
+KRaft, with the directory ids of KIP-858; this package checks the guard under load.
+
+Each start takes one broker (`--db-targets`: one, leader, controller, follower...), SIGKILLs it (a
+disk that fails takes its broker down with it), removes every partition directory under its data
+directory, waits a seeded 0-5 s and starts it again:
+
+- on a node that is also a KRaft controller (the default combined layout), the metadata log
+  (`__cluster_metadata-0`) and `meta.properties` stay: the data disk is replaced, the metadata disk
+  is not. Wiping a voter's metadata log under a static quorum is a Raft disk-loss case of its own
+  (KIP-853), left to the `quorum` package;
+- on a broker-only node (`--controllers N`) and before KRaft, everything goes, and a KRaft broker is
+  formatted again with the cluster's id (a new directory id), as a new disk is.
+
+The band is `disk-swap` ... `disk-swapped`, with what was removed (the partition directories by
+name) and the new PID. Decommissioning a broker and adding one under a new node id (the rest of
+item 4) are not built yet.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from harness.cluster.broker_config import DATA_DIR
+from harness.history.faults import DISK_SWAP
+from nemesis import steps
+from nemesis.process import DB_TARGETS, ProcessNemesis
+from nemesis.registry import Package
+
+PAUSE_S = (0.0, 5.0)
+KEEP = ("__cluster_metadata-0", "meta.properties", "bootstrap.checkpoint")
+
+
+class MembershipNemesis(ProcessNemesis):
+    """A disk swap per start; a stop starts the broker if the start has not yet."""
+
+    name = "membership"
+    faults = (DISK_SWAP,)
+    start_f, stop_f = DISK_SWAP.start, DISK_SWAP.stop
+    replay_keys = ("target", "targets", "partition", "pause_s")
+
+    def decide(self, look: Any, rng: random.Random, given: dict[str, Any]) -> dict[str, Any]:
+        plan = super().decide(look, rng, given)
+        plan["targets"] = plan["targets"][:1]  # one disk at a time
+        return {**plan, "pause_s": round(given.get("pause_s") or rng.uniform(*PAUSE_S), 2)}
+
+    def apply(self, plan: dict[str, Any]) -> dict[str, Any]:
+        assert self.cluster is not None
+        nodes, value, nobody = self.aim(plan)
+        value["pause_s"] = plan.get("pause_s", 0.0)
+        if nobody is not None:
+            return self.skip(self.start_f, value, nobody)
+        node = nodes[0]
+        whole = not self.cluster.is_kraft or "controller" not in getattr(node, "roles", ())
+        value["wiped"] = "everything" if whole else "partition data (the metadata log and meta.properties stay)"
+        value["pids"] = {str(node.node_id): node.pid_on_file()}
+        self.record(self.start_f, value)
+        self.victims[node.node_id] = steps.kill(node)
+        keep = "" if whole else " ".join(f"! -name '{k}'" for k in KEEP)
+        code, out = node.exec(f"cd {DATA_DIR} && find . -mindepth 1 -maxdepth 1 {keep} -printf '%f\\n' -exec rm -rf {{}} +")
+        self.removed = sorted(line.strip() for line in out.splitlines() if line.strip())[:500] if code == 0 else [f"rm failed: {out[-300:]}"]
+        time.sleep(float(plan.get("pause_s") or 0.0))
+        self.undo_one(node, whole)
+        return value
+
+    def undo_one(self, node: Any, whole: bool | None = None) -> None:
+        assert self.cluster is not None
+        if whole is None:
+            whole = not self.cluster.is_kraft or "controller" not in getattr(node, "roles", ())
+        fmt = self.cluster.cluster_id if (whole and self.cluster.is_kraft) else None
+        pid = node.start_process(format_cluster_id=fmt) if fmt else steps.start(node, supervised_by=self, why="disk swap")
+        self.victims.pop(node.node_id, None)
+        self.record(self.stop_f, {"targets": [node.node_id], "pids": {str(node.node_id): pid}, "formatted": bool(fmt),
+                                  "removed": getattr(self, "removed", [])})
+
+    def teardown(self) -> dict[str, Any]:
+        assert self.cluster is not None
+        undone = sorted(self.victims)
+        for node_id in undone:
+            self.undo_one(self.cluster.node(node_id))
+        return {"targets": undone}
+
+    def hit(self, node: Any) -> int | None:  # not used: apply strikes and undoes in one go
+        raise NotImplementedError
+
+    def undo(self, node: Any) -> int | None:
+        raise NotImplementedError
+
+
+PACKAGES = (
+    Package("membership", make=lambda s: MembershipNemesis(s["db_targets"]), settings=(DB_TARGETS,), heal_rank=21,
+            requires=frozenset({"signals", "restart"}),
+            summary="a broker's data disk replaced: SIGKILL, its partition directories removed, started again with the same id"),
+)
