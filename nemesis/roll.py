@@ -123,6 +123,10 @@ class RollNemesis(Nemesis):
             done["escalated"] = f"still running {CLEAN_STOP_S:.0f} s after SIGTERM; SIGKILLed"
         self.down[node.node_id] = pid
         new_pid = steps.start(node, supervised_by=self, why="roll")
+        if new_pid is not None and new_pid == pid:  # the start saw the old JVM still there: start it again once gone
+            steps.poll(node.pid, lambda running: running is None, 10.0, 0.2)
+            new_pid = steps.start(node, supervised_by=self, why="roll: the old JVM was still there")
+            done["started_twice"] = True
         self.down.pop(node.node_id, None)
         self.record(NODE_DOWN.stop, {"targets": [node.node_id], "op": self.name, "pids": {str(node.node_id): new_pid},
                                      "down_s": round(time.monotonic() - began, 2), **({"escalated": True} if escalated else {})})

@@ -71,3 +71,29 @@ def test_a_start_with_no_pid_anywhere_is_a_cluster_error_not_an_index_error(tmp_
     (tmp_path / "kafka.pid").write_text("")
     with pytest.raises(HarnessError, match="gave no PID"):
         node.start_process()
+
+
+def test_the_start_script_treats_a_zombie_jvm_as_gone(tmp_path):
+    """A SIGKILLed JVM that tini has not reaped yet still answers kill -0; the start script's running
+    check must not, or a restart right after a kill starts nothing (a roll left a broker down 93 s).
+    The check is run as the script has it, on this host, against a real zombie."""
+    import subprocess
+    import time
+
+    from harness.cluster.node import START_SCRIPT
+
+    check = next(line for line in START_SCRIPT.format(node_dir=".", libs="", log_opt="", faketime="", jvm_opts="", main="")
+                 .splitlines() if line.startswith("if [ -s kafka.pid ]"))
+    script = f"set -eu\n{check.replace('then cat kafka.pid; exit 0; fi', 'then echo running; exit 0; fi')}\necho gone\n"
+    child = subprocess.Popen(["sleep", "0.05"])  # never waited for until the end: a zombie meanwhile
+    time.sleep(0.5)
+    (tmp_path / "kafka.pid").write_text(str(child.pid))
+    assert subprocess.run(["sh", "-c", script], cwd=tmp_path, capture_output=True, text=True).stdout.strip() == "gone"
+    child.wait()
+    alive = subprocess.Popen(["sleep", "5"])
+    try:
+        (tmp_path / "kafka.pid").write_text(str(alive.pid))
+        assert subprocess.run(["sh", "-c", script], cwd=tmp_path, capture_output=True, text=True).stdout.strip() == "running"
+    finally:
+        alive.kill()
+        alive.wait()

@@ -37,7 +37,10 @@ START_SCRIPT = """#!/bin/sh
 # and its PID goes to kafka.pid. With --format CLUSTER_ID, format storage first.
 set -eu
 cd {node_dir}
-if [ -s kafka.pid ] && kill -0 "$(cat kafka.pid)" 2>/dev/null; then cat kafka.pid; exit 0; fi
+# Running means alive and not a zombie: kill -0 answers for a SIGKILLed JVM that tini has not reaped
+# yet, and a roll's restart 1 s after its kill then started nothing (2026-11-26, run 20261126T015316-c1f2f4:
+# broker 3 down for 93 s, until the heal).
+if [ -s kafka.pid ] && state=$(ps -o stat= -p "$(cat kafka.pid)" 2>/dev/null) && [ "${{state#Z}}" = "$state" ]; then cat kafka.pid; exit 0; fi
 if [ "${{1:-}}" = "--format" ]; then
   java -cp '{libs}/*' {log_opt} kafka.tools.StorageTool format --ignore-formatted -t "$2" -c conf/server.properties > format.log 2>&1 || {{ cat format.log; exit 3; }}
 fi
