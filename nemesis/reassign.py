@@ -26,6 +26,7 @@ flight (`--cancel`, which also removes its throttle) and starts a broker the pac
 from __future__ import annotations
 
 import random
+import threading
 import time
 from typing import Any
 
@@ -66,6 +67,7 @@ class ReassignNemesis(Nemesis):
         self.moves, self.throttles, self.kills = tuple(moves), tuple(throttles), tuple(kills)
         self.in_flight: dict[str, Any] | None = None  # the move submitted and not verified done
         self.killed: int | None = None
+        self._lock = threading.Lock()
 
     @property
     def version(self) -> str:
@@ -139,6 +141,9 @@ class ReassignNemesis(Nemesis):
         if plan["move"] == "reorder" and done and done[-1]["exit"] == 0:
             accepted, answer = leadership.elect_preferred(self.cluster, self.version, topic, int(partition))
             done[-1]["election"] = answer[-300:]
+        timer = getattr(self, "_timer", None)
+        if timer is not None:
+            timer.join(max(0.0, float(plan["restart_after_s"]) + 30.0))  # its moment, whatever the tool took
         self.restart_killed()
         complete = bool(done) and all(s.get("complete") for s in done)
         self.record(REASSIGN.stop, {"targets": plan["targets"], "partition": plan["partition"], "steps": done,
@@ -146,30 +151,33 @@ class ReassignNemesis(Nemesis):
         return value
 
     def kill_in_flight(self, victim: int, restart_after_s: float, step: dict[str, Any]) -> None:
+        """SIGKILL `victim` now and start it again `restart_after_s` later on a timer of its own: the
+        tool's verify runs (a JVM each, 5-20 s at load 40) must not decide when it comes back (a first
+        run's restart came 67 s after its kill instead of 7 s)."""
         node = self.cluster.node(victim)  # type: ignore[union-attr]
         self.record(KILL.start, {"targets": [victim], "roles": {str(victim): ["reassigning"]}, "step": "reassign: kill in flight",
                                  "pids": {str(victim): node.pid_on_file()}})
         steps.kill(node)
         self.killed = victim
         step["killed"] = victim
-        self.kill_deadline = time.monotonic() + restart_after_s
+        self._timer = threading.Timer(restart_after_s, self.restart_killed)
+        self._timer.daemon = True
+        self._timer.start()
 
     def restart_killed(self) -> None:
-        if self.killed is None:
-            return
-        steps.wait_until(getattr(self, "kill_deadline", 0.0))
-        node = self.cluster.node(self.killed)  # type: ignore[union-attr]
+        """Start the broker killed in flight (once, whoever calls first: the timer, the end of the move, the heal)."""
+        with self._lock:
+            if self.killed is None:
+                return
+            victim, self.killed = self.killed, None
+        node = self.cluster.node(victim)  # type: ignore[union-attr]
         pid = steps.start(node, supervised_by=self, why="reassign")
-        self.record(KILL.stop, {"targets": [self.killed], "pids": {str(self.killed): pid}, "step": "reassign: restart"})
-        self.killed = None
+        self.record(KILL.stop, {"targets": [victim], "pids": {str(victim): pid}, "step": "reassign: restart"})
 
     def wait_done(self, topic: str, partition: int, ids: list[int], throttle: int | None) -> dict[str, Any]:
-        """Verify until the tool says the move is complete (removing the throttle), bounded; a broker
-        killed in flight is started again when its moment comes, so the move can finish."""
+        """Verify until the tool says the move is complete (removing the throttle), bounded."""
         began, answer = time.monotonic(), ""
         while time.monotonic() - began < WAIT_S and not self.stopping.is_set():
-            if self.killed is not None and time.monotonic() >= getattr(self, "kill_deadline", 0.0):
-                self.restart_killed()
             via = self.live_broker(exclude={self.killed} if self.killed is not None else set())
             code, out = leadership.reassign(self.cluster, self.version, topic, partition, ids, via, "verify", throttle)  # type: ignore[arg-type]
             answer = _tail(out, 300)
@@ -189,9 +197,7 @@ class ReassignNemesis(Nemesis):
     def teardown(self) -> dict[str, Any]:
         assert self.cluster is not None
         value: dict[str, Any] = {"targets": []}
-        if self.killed is not None:
-            self.kill_deadline = 0.0
-            self.restart_killed()
+        self.restart_killed()
         if self.in_flight is not None:  # cancel it: the drain should see a settled assignment, and no throttle
             flight, self.in_flight = self.in_flight, None
             topic, partition = flight["partition"].rsplit("-", 1)
