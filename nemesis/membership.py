@@ -96,6 +96,6 @@ class MembershipNemesis(ProcessNemesis):
 
 PACKAGES = (
     Package("membership", make=lambda s: MembershipNemesis(s["db_targets"]), settings=(DB_TARGETS,), heal_rank=21,
-            requires=frozenset({"signals", "restart"}),
+            requires=frozenset({"signals", "restart", "own_data"}),
             summary="a broker's data disk replaced: SIGKILL, its partition directories removed, started again with the same id"),
 )

@@ -220,6 +220,6 @@ REASSIGN_KILLS = Setting("reassign_kills", KILLS, recorded="kills", choices=KILL
 PACKAGES = (
     Package("reassign", make=lambda s: ReassignNemesis(s["reassign_moves"], s["reassign_throttles"], s["reassign_kills"]),
             settings=(REASSIGN_MOVES, REASSIGN_THROTTLES, REASSIGN_KILLS), heal_rank=24,
-            requires=frozenset({"signals", "restart"}),
+            requires=frozenset({"signals", "restart", "kafka_tools"}),
             summary="partition reassignment under load: shrink to one replica and back, reorder, replace; throttled and killed in flight on coins"),
 )

@@ -38,6 +38,9 @@ CAPABILITIES = {
     "faketime": "shift a broker JVM's wall clock (libfaketime)",
     "lossy_data": "a broker's data directory on the lossy filesystem (power loss, disk faults)",
     "log_files": "read a broker's server.log",
+    # Only on clusters the harness made itself: a target's data and tools are its operator's.
+    "own_data": "remove a broker's data directory (a cluster the harness started itself)",
+    "kafka_tools": "run Kafka's command-line tools inside a node, from the harness's own jars",
 }
 
 

@@ -49,8 +49,9 @@ class Transport(Protocol):
 
 
 # Capabilities a docker node has: exec reaches the JVM (signals, restart), iptables (the container
-# has NET_ADMIN), libfaketime (the start script preloads it) and its logs (the bind-mounted folder).
-DOCKER_CAPABILITIES = frozenset({"signals", "restart", "iptables", "faketime", "log_files"})
+# has NET_ADMIN), libfaketime (the start script preloads it), its logs (the bind-mounted folder), its
+# data directory (the harness made it) and Kafka's tools (the harness's jars are mounted in it).
+DOCKER_CAPABILITIES = frozenset({"signals", "restart", "iptables", "faketime", "log_files", "own_data", "kafka_tools"})
 
 
 class DockerTransport:
