@@ -179,14 +179,14 @@ def test_iptables_rules_in_the_harness_chains_carry_the_run_id() -> None:
 
 def test_leftovers_are_read_from_a_hosts_rules_and_markers_and_healed_by_exact_commands() -> None:
     survey = ("-A INPUT -j KH_PART_IN\n"
-              "-A KH_PART_IN -s 172.19.0.3/32 -m comment --comment kh-run=R1 -j DROP\n"
+              "-A KH_PART_IN -s 172.19.0.3/32 -m comment --comment \"kh-run=R1\" -j DROP\n"  # iptables -S quotes it
               "-A KH_LOSS_OUT -p tcp -m tcp --sport 19092 -j DROP\n"
               "MARKER /var/tmp/kafka-harness/R2.paused 4242\n"
               "MARKER /var/tmp/kafka-harness/R2.stopped 4243\n")
     found = parse(3, survey)
     assert [(f.kind, f.run_id) for f in found] == [("rule", "R1"), ("rule", "(untagged)"), ("paused", "R2"), ("stopped", "R2")]
     transport = SshTransport("h", start="start-kafka", stop="x", pid="find-pid", log_file="/l", metadata_dir="/m")
-    assert found[0].commands(transport) == ["iptables -w -D KH_PART_IN -s 172.19.0.3/32 -m comment --comment kh-run=R1 -j DROP"]
+    assert found[0].commands(transport) == ['iptables -w -D KH_PART_IN -s 172.19.0.3/32 -m comment --comment "kh-run=R1" -j DROP']
     assert found[2].commands(transport)[0].startswith("kill -CONT 4242")
     assert "start-kafka" in found[3].commands(transport)[0] and "find-pid" in found[3].commands(transport)[0]
     assert Leftover(1, "paused", "R2", "/x 1").describe() == "broker 1: broker paused of run R2: /x 1"
@@ -230,3 +230,33 @@ def test_an_unreachable_listener_is_refused_for_real_naming_it(tmp_path: Path) -
         with pytest.raises(HarnessError) as caught:
             check_listener(cluster, timeout_s=3)
     assert "the listener 127.0.0.1:1 (PLAINTEXT) does not answer" in caught.value.message
+
+
+class FakeNode:
+    """A node whose host runs nothing: it records the commands and answers them all with success."""
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id, self.commands = node_id, []  # type: ignore[var-annotated]
+        self.transport = SshTransport("h", start="start-kafka", stop="x", pid="find-pid", log_file="/l", metadata_dir="/m")
+
+    def exec(self, command: str) -> tuple[int, str]:
+        self.commands.append(command)
+        return 0, ""
+
+    __eq__ = object.__eq__  # like Node (a dataclass): unhashable, so code must key nodes by id
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_healing_runs_each_leftovers_commands_on_its_own_host_paused_before_stopped() -> None:
+    from harness.target.leftovers import heal_leftovers
+
+    nodes = {1: FakeNode(1), 2: FakeNode(2)}
+    cluster = type("C", (), {"brokers": list(nodes.values()), "node": lambda self, i: nodes[i]})()
+    found = parse(1, '-A KH_PART_IN -s 10.0.0.2/32 -m comment --comment "kh-run=R" -j DROP\n'
+                     "MARKER /var/tmp/kafka-harness/R.stopped 11\nMARKER /var/tmp/kafka-harness/R.paused 12\n") + \
+        parse(2, '-A KH_PART_IN -s 10.0.0.1/32 -m comment --comment "kh-run=R" -j DROP\n')
+    done, failed = heal_leftovers(cluster, found)
+    assert len(done) == 4 and failed == []
+    one = nodes[1].commands
+    assert one[0].startswith("kill -CONT 12") and "start-kafka" in one[1] and one[2].startswith("iptables -w -D KH_PART_IN")
+    assert any("iptables -w -X" in c for c in one) and any("iptables -w -X" in c for c in nodes[2].commands)

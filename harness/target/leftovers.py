@@ -20,7 +20,7 @@ from harness.cluster.ssh_transport import MARKER_DIR, CommandTransport, SshTrans
 
 SURVEY = (f"iptables -w -S 2>/dev/null | grep -e '^-A KH_' -e ' -j KH_' ; "
           f"for f in {MARKER_DIR}/*.stopped {MARKER_DIR}/*.paused; do [ -f \"$f\" ] && echo \"MARKER $f $(cat \"$f\")\"; done; true")
-RUN_TAG = re.compile(r"kh-run=(\S+)")
+RUN_TAG = re.compile(r"kh-run=([^\s\"]+)")  # iptables -S quotes the comment
 UNTAGGED = "(untagged)"
 
 
@@ -82,8 +82,8 @@ def heal_leftovers(cluster: Any, found: list[Leftover]) -> tuple[list[str], list
         command = " && ".join(item.commands(node.transport))
         code, out = node.exec(command)
         (done if code == 0 else failed).append(item.describe() + ("" if code == 0 else f" (failed: {out.strip()[:200]})"))
-    for node in {cluster.node(f.node_id) for f in found if f.kind == "rule"}:
-        remove_empty_chains(node)
+    for node_id in sorted({f.node_id for f in found if f.kind == "rule"}):
+        remove_empty_chains(cluster.node(node_id))
     return done, failed
 
 
