@@ -260,3 +260,16 @@ def test_healing_runs_each_leftovers_commands_on_its_own_host_paused_before_stop
     one = nodes[1].commands
     assert one[0].startswith("kill -CONT 12") and "start-kafka" in one[1] and one[2].startswith("iptables -w -D KH_PART_IN")
     assert any("iptables -w -X" in c for c in one) and any("iptables -w -X" in c for c in nodes[2].commands)
+
+
+def test_an_operator_gets_the_exact_commands_to_heal_by_hand() -> None:
+    from harness.target.leftovers import manual_commands
+
+    node = FakeNode(3)
+    node.transport = SshTransport("kafka-3", 2222, "kafka", "/keys/id", None, True, start="systemctl start kafka", stop="x",
+                                  pid="find-pid", log_file="/l", metadata_dir="/m", sudo=True)
+    cluster = type("C", (), {"node": lambda self, i: node})()
+    found = parse(3, '-A KH_LOSS_IN -s 10.0.0.1/32 -m comment --comment "kh-run=R" -j DROP\nMARKER /var/tmp/kafka-harness/R.stopped 9\n')
+    rule, stopped = manual_commands(cluster, found)
+    assert rule.startswith("ssh -p 2222 -i /keys/id kafka@kafka-3 'sudo -n sh -c '")
+    assert "iptables -w -D KH_LOSS_IN -s 10.0.0.1/32" in rule and "systemctl start kafka" in stopped
