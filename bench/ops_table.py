@@ -41,7 +41,7 @@ def rows(store: Path) -> list[dict]:
         results = json.loads((run / "results.json").read_text())
         g[results["verdict"]] = g.get(results["verdict"], 0) + 1
         bands = (results.get("unavailability") or {}).get("bands") or []
-        ops = [b for b in bands if b.get("operation")]
+        ops = [b for b in bands if b.get("operation")] or bands  # a coordinator fault is a kill, pause or cut band
         if ops:
             worst = max(ops, key=lambda b: b["no_write_s"])
             g["no_write"].append((worst["no_write_s"], run.name))
@@ -72,7 +72,7 @@ def main() -> None:
         raise SystemExit(2)
     found = rows(args.store)
     if args.markdown:
-        print("| Kafka | package | workload | seeds | valid / invalid / unknown | FAILED (harness) | longest no ok write in an operation | findings |")
+        print("| Kafka | package | workload | seeds | valid / invalid / unknown | FAILED (harness) | longest no ok write in a fault band | findings |")
         print("|---|---|---|---|---|---|---|---|")
         for r in found:
             worst = f"{r['longest_no_write_s']:.1f} s" if r["longest_no_write_s"] is not None else "–"
