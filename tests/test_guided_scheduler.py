@@ -73,7 +73,7 @@ def test_every_choice_is_recorded_with_its_state_and_the_reward_of_the_one_befor
         s.decide(float(i), watch)
     d = s.describe()["decisions"]
     assert [x["state"] for x in d] == [SCRIPT[i][0] for i in range(4)]
-    assert d[1]["reward_of_previous"] == 2.0  # two items no earlier run saw: 1/sqrt(1) each
+    assert d[1]["reward_of_previous"] == round(2 / 3, 4)  # two items no earlier run saw, 1/sqrt(1) each: n = 2, r = n/(1+n)
     assert all(x["action"].split(":")[0] in ("start", "stop") for x in d)
 
 
@@ -157,7 +157,30 @@ def test_the_coverage_map_grows_across_runs_and_feeds_the_next_runs_rewards(tmp_
     third = GuidedScheduler(NEMESES, 120.0, 10.0, 1, coverage_path=path, version="0.10.2.2")
     third.decide(0.0, _Watch([("s", [])]))
     third.decide(1.0, _Watch([("s", ["-|L:ok|isr3|-|w", "never-seen"])]))
-    assert third.decisions[-1]["reward_of_previous"] == round(1 / (1 + 10) ** 0.5 + 1.0, 4)
+    n = 1 / (1 + 10) ** 0.5 + 1.0
+    assert third.decisions[-1]["reward_of_previous"] == round(n / (1 + n), 4)
+
+
+def test_no_return_outweighs_an_untried_action_and_another_designs_q_values_are_not_loaded(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Design 1's bug: a start that brought 14 new states was worth more than any untried action, and
+    a run looped start/stop of one partition for 34 s. Now rewards stay below 1 and an untried action
+    is worth 1/(1-GAMMA): after a very rewarding action, the next choice in that state is a new one."""
+    from nemesis.guided.scheduler import DESIGN, OPTIMISM
+
+    s = GuidedScheduler({"partition": _Nemesis(shapes=("halves", "one"))}, 1e9, 10.0, 2, version="x")
+    s.decide(0.0, _Watch([("calm", [])]))
+    first = s.decisions[-1]["action"]
+    s.held["partition"] = []
+    s.decide(1.0, _Watch([("calm", [f"new-{i}" for i in range(14)])]))  # 14 states no run saw
+    assert max(s.q["calm"].values()) < OPTIMISM
+    assert s.decisions[-1]["action"] != first or s.decisions[-1]["why"] == "explore"
+    path = coverage.path_in(tmp_path)
+    coverage.add_run(path, "x", {"a": 1}, {}, {"calm": {first: 9.0}}, q_design=DESIGN - 1)
+    later = GuidedScheduler({"partition": _Nemesis(shapes=("halves",))}, 1e9, 10.0, 2, coverage_path=path, version="x")
+    assert later.q == {} and later.prior.states == {"a": 1}
+    coverage.add_run(path, "x", {"a": 1}, {}, {"calm": {first: 0.5}}, q_design=DESIGN)
+    entry = coverage.read(path, "x")
+    assert entry.q == {"calm": {first: 0.5}} and entry.q_design == DESIGN and entry.states == {"a": 2}
 
 
 def test_a_file_that_is_not_a_coverage_map_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -173,6 +173,10 @@ def run_detection(
         settings["crash_clients_s"] = crash_clients_s
     if schedule is not None:  # likewise: a watched random run or a guided one (docs/guided.md)
         settings["schedule"] = schedule
+    if schedule == "guided":  # each design of the scheduler is its own measurement
+        from nemesis.guided.scheduler import DESIGN
+
+        settings["guided_design"] = DESIGN
     # The packages' own settings (coins, targets, windows) too: when a default changes, as the
     # transfer's coins did (0.5 to 0.75, 2026-11-25), the runs before and after are two measurements.
     settings["nemesis_options"] = nemesis_options(packages)

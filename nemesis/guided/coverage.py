@@ -3,7 +3,10 @@ often, and what the scheduler learnt (its Q table), per Kafka version. One JSON 
 root (STORE/guided-coverage.json), rewritten atomically at the end of each guided run; it only grows.
 
     {"format": 1, "versions": {"0.10.2.2": {"runs": 3, "states": {STATE: count}, "transitions": {...},
-                                             "q": {DECISION_STATE: {ACTION: value}}}}}
+                                             "q": {DECISION_STATE: {ACTION: value}}, "q_design": 2}}}
+
+`q_design` is the scheduler design the Q values were learnt under: a run of another design keeps
+the counts and starts its Q table afresh (and replaces the stored one).
 
 A run reads it when its schedule is made and adds its own counts when its fault phase ends, under
 an flock of STORE/guided-coverage.json.lock, re-reading the file first: two runs of one store that
@@ -31,6 +34,7 @@ class VersionCoverage:
     states: dict[str, int] = field(default_factory=dict)
     transitions: dict[str, int] = field(default_factory=dict)
     q: dict[str, dict[str, float]] = field(default_factory=dict)
+    q_design: int | None = None
 
     def count(self, item: str) -> int:
         """How often earlier runs saw a state or a transition (a transition holds ' -> ')."""
@@ -39,7 +43,7 @@ class VersionCoverage:
     def as_json(self) -> dict[str, Any]:
         return {"runs": self.runs, "states": dict(sorted(self.states.items())),
                 "transitions": dict(sorted(self.transitions.items())),
-                "q": {s: dict(sorted(a.items())) for s, a in sorted(self.q.items())}}
+                "q": {s: dict(sorted(a.items())) for s, a in sorted(self.q.items())}, "q_design": self.q_design}
 
 
 def path_in(store: Path | str) -> Path:
@@ -53,11 +57,11 @@ def read(path: Path | str, version: str) -> VersionCoverage:
     entry = data["versions"].get(version) or {}
     return VersionCoverage(int(entry.get("runs", 0)), dict(entry.get("states") or {}),
                            dict(entry.get("transitions") or {}),
-                           {s: dict(a) for s, a in (entry.get("q") or {}).items()})
+                           {s: dict(a) for s, a in (entry.get("q") or {}).items()}, entry.get("q_design"))
 
 
 def add_run(path: Path | str, version: str, states: dict[str, int], transitions: dict[str, int],
-            q: dict[str, dict[str, float]]) -> VersionCoverage:
+            q: dict[str, dict[str, float]], q_design: int | None = None) -> VersionCoverage:
     """Add one run's counts (and its Q values, which replace the stored ones entry by entry) to the
     map, atomically; return the version's entry as written."""
     path = Path(path)
@@ -70,6 +74,8 @@ def add_run(path: Path | str, version: str, states: dict[str, int], transitions:
         for mine, theirs in ((states, entry.states), (transitions, entry.transitions)):
             for k, n in mine.items():
                 theirs[k] = theirs.get(k, 0) + int(n)
+        if entry.q_design != q_design:  # Q values of another design are on another scale
+            entry.q, entry.q_design = {}, q_design
         for s, actions in q.items():
             entry.q.setdefault(s, {}).update({a: round(float(v), 4) for a, v in actions.items()})
         data["versions"][version] = entry.as_json()

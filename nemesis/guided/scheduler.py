@@ -6,14 +6,22 @@ Design: Mallory's (Meng et al., CCS 2023) Q-learning, over this harness's abstra
 - the state s is the coarse `decision_state` the run's StateWatch sees when the decision is made;
 - an action is (start PACKAGE with TARGET, or stop PACKAGE) × how long to let it act before the
   next decision, one of DELAYS × the nemesis interval; the fault strikes at once;
-- the reward of an action, counted when the next decision comes, is the sum over every partition
-  state and transition first seen in this run since the action of 1/sqrt(1 + N), N
-  being how often earlier guided runs of the store saw it (the coverage map): Mallory's
-  count-based novelty, so a state no run has seen is worth 1 and a common one almost nothing;
+- the reward of an action, counted when the next decision comes: n = the sum over every partition
+  state and transition first seen in this run since the action of 1/sqrt(1 + N), N being how often
+  earlier guided runs of the store saw it (the coverage map; Mallory's count-based novelty, so a
+  state no run has seen counts 1 and a common one almost nothing), squashed to r = n / (1 + n),
+  below 1;
 - Q(s, a) += ALPHA (r + GAMMA max Q(s', ·) − Q(s, a)); an action never tried in a state is worth
-  OPTIMISM, so every action is tried in each state before any is repeated; otherwise the best is
-  taken, and with probability EPSILON a random one. The Q table persists in the coverage map, so a
-  store's later runs start where the earlier ones stopped.
+  OPTIMISM = 1 / (1 − GAMMA), more than any return can be, so every action of a state is tried
+  before any is repeated; otherwise the best is taken, and with probability EPSILON a random one.
+  The Q table persists in the coverage map, so a store's later runs start where the earlier ones
+  stopped.
+
+Design 2 (2026-11-26). Design 1 summed n unsquashed against an optimism of 1.0: one fault that
+brought a dozen new states made its action worth more than any untried one, and design 1's second
+run on 0.10.2.2 (20261126T020431-98745b) spent its first 34 s starting and stopping the same
+partition 17 times, a second apart, for no reward. Q values of another design in the coverage map
+are not loaded (their scale differs); the counts of states and transitions are.
 
 Why Q-learning and not Mallory's simpler power schedule: the KIPs' bugs need two faults in order
 with the right gap (a leader killed, then within the 6 s ZooKeeper session the replica that will
@@ -52,7 +60,9 @@ REFUSED = ("heir", "transfer", "flap", "rejoin")  # recipes: sequences written a
 DELAYS = (0.1, 0.3, 0.6, 1.2)  # × the nemesis interval: 1, 3, 6 and 12 s at the default 10 s
 MAX_HOLD = {"kill": 2, "pause": 2}  # starts a package may hold at once; every other package one
 HOLD_LIMIT = 3.0  # × the interval: a fault held longer is stopped without asking (the run goes on)
-ALPHA, GAMMA, EPSILON, OPTIMISM = 0.3, 0.5, 0.1, 1.0
+DESIGN = 2  # the reward's scale and the optimism (the module docstring); kept with the Q table
+ALPHA, GAMMA, EPSILON = 0.3, 0.5, 0.1
+OPTIMISM = 1.0 / (1.0 - GAMMA)  # the largest return rewards below 1 can add up to
 # The start parameter each package's nemesis takes from its params, and where its choices are.
 CHOICE_OF = {"partition": ("shape", "shapes"), "clock": ("mode", "modes")}
 
@@ -85,7 +95,8 @@ class GuidedScheduler:
         self.rng = random.Random(f"{seed}:guided")
         self.coverage_path = Path(coverage_path) if coverage_path is not None else None
         self.prior = coverage.read(self.coverage_path, version) if self.coverage_path else coverage.VersionCoverage()
-        self.q: dict[str, dict[str, float]] = {s: dict(a) for s, a in self.prior.q.items()}
+        self.q: dict[str, dict[str, float]] = ({s: dict(a) for s, a in self.prior.q.items()}
+                                               if self.prior.q_design == DESIGN else {})
         self.held: dict[str, list[float]] = {p: [] for p in nemeses}  # start times of the faults each holds
         self.decisions: list[dict[str, Any]] = []
         self.saved: dict[str, Any] | None = None
@@ -160,7 +171,8 @@ class GuidedScheduler:
     def decide(self, now_s: float, watch: Any) -> FaultEvent | None:
         state = watch.decision_state() if watch is not None else "unobserved"
         fresh = watch.take_fresh() if watch is not None else []
-        reward = round(sum(1.0 / math.sqrt(1 + self.prior.count(x)) for x in fresh), 4)
+        novelty = sum(1.0 / math.sqrt(1 + self.prior.count(x)) for x in fresh)
+        reward = round(novelty / (1.0 + novelty), 4)
         actions = self.actions(now_s)
         if self._last is not None:
             s, a = self._last
@@ -207,7 +219,7 @@ class GuidedScheduler:
         states, transitions = watch.snapshot()
         new_states = sum(1 for s in states if s not in self.prior.states)
         new_transitions = sum(1 for t in transitions if t not in self.prior.transitions)
-        entry = coverage.add_run(self.coverage_path, self.version, states, transitions, self.q)
+        entry = coverage.add_run(self.coverage_path, self.version, states, transitions, self.q, DESIGN)
         self.saved = {"path": str(self.coverage_path), "version": self.version, "runs_before": self.prior.runs,
                       "states_before": len(self.prior.states), "transitions_before": len(self.prior.transitions),
                       "new_states": new_states, "new_transitions": new_transitions,
@@ -215,4 +227,4 @@ class GuidedScheduler:
 
     def describe(self) -> dict[str, Any]:
         return {"seed": self.seed, "version": self.version, "decisions": list(self.decisions), "coverage": self.saved,
-                "design": "q-learning", "alpha": ALPHA, "gamma": GAMMA, "epsilon": EPSILON, "delays_x_interval": list(DELAYS)}
+                "design": f"q-learning {DESIGN}", "alpha": ALPHA, "gamma": GAMMA, "epsilon": EPSILON, "delays_x_interval": list(DELAYS)}
