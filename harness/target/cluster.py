@@ -52,7 +52,6 @@ class TargetCluster:
         self.controllers: list[Node] = []
         self.addresses: dict[int, str] = {}  # broker id -> its advertised listener, from metadata
         self.distribution = SimpleNamespace(version=target.kafka_version or "unknown")
-        self.timings: dict[str, float] = {}
         self.capability_gaps: dict[int, dict[str, str]] = {}
         self._admin: Any = None
         for broker in target.brokers:

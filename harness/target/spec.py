@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +141,6 @@ class Target:
     topic_prefix: str = DEFAULT_TOPIC_PREFIX
     kafka_version: str | None = None
     name: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
         """config.json's `target`: everything but secrets (they are named by their source only)."""
@@ -311,8 +310,3 @@ class _Reader:
             raise fail(self.path, f"broker ids repeat ({ids})", "list each broker once")
         return Target(self.path, bootstrap, security, brokers, prefix, self.typed(data, "kafka_version", str, "target"),
                       self.typed(data, "name", str, "target", "") or self.path.stem)
-
-
-def with_security(target: Target, **changes: Any) -> Target:
-    """The same target with other security settings (tests, and `cluster up` checking its own file)."""
-    return replace(target, security=replace(target.security, **changes))
