@@ -127,7 +127,7 @@ def test_java_settings_carry_the_credentials_in_jaas_with_quotes_escaped(files: 
     (('transport = "docker"', 'transport = "k8s"'), "transport = 'k8s'"),
     (('port = 2222', 'port = 70000'), "is not a TCP port"),
     (('port = 2222', 'port = "2222"'), "is not a int"),
-    (('start = "sudo /opt/kafka/start"', 'start = " "'), "start is empty"),
+    (('start = "sudo /opt/kafka/start"', 'start = " "'), "start is blank"),
     (('user = "kafka"', 'user = "kafka"\nshell = "bash"'), "unknown key 'shell' in [ssh]"),
 ])
 def test_a_mistake_is_refused_naming_the_key_and_the_fix(files: Path, change: tuple[str, str], named: str) -> None:
@@ -273,3 +273,43 @@ def test_an_operator_gets_the_exact_commands_to_heal_by_hand() -> None:
     rule, stopped = manual_commands(cluster, found)
     assert rule.startswith("ssh -p 2222 -i /keys/id kafka@kafka-3 'sudo -n sh -c '")
     assert "iptables -w -D KH_LOSS_IN -s 10.0.0.1/32" in rule and "systemctl start kafka" in stopped
+
+
+class HostWithout(SshTransport):
+    """A host that answers the probes' commands from a table (no SSH): `iptables` fails, the pid is 42."""
+
+    def exec_bytes(self, command: str, timeout_s: float | None = None) -> tuple[int, bytes]:
+        if "iptables" in command:
+            return 1, b"iptables: command not found"
+        if command == self.pid_command:
+            return 0, b"42\n"
+        return 0, b"123\n"  # stat: the log's size
+
+
+@pytest.mark.parametrize("packages, start, refused, says", [
+    (["kill"], "", "kill", "no start command"),
+    (["partition"], "start-kafka", "partition", "iptables: command not found"),
+    (["power"], "start-kafka", "power", "lossy filesystem"),
+    (["flap"], "start-kafka", "flap", "cannot run against a target"),
+])
+def test_faults_a_target_cannot_serve_or_undo_are_refused_before_the_run(files: Path, packages: list[str], start: str,
+                                                                         refused: str, says: str) -> None:
+    from harness.target.preflight import check_faults
+
+    target = load_target(write(files, 'bootstrap_servers = "h:1"\n[[brokers]]\nid = 1\nhost = "h"\n'))
+    with TargetCluster(target) as cluster:
+        cluster.brokers[0].transport = HostWithout("h", start=start, stop="", pid="find-pid", log_file="/l", metadata_dir="/m")
+        with pytest.raises(HarnessError) as caught:
+            check_faults(cluster, packages)
+    text = caught.value.message + " " + caught.value.details
+    assert refused in caught.value.message and says in text, text
+
+
+def test_faults_a_target_serves_pass_the_check(files: Path) -> None:
+    from harness.target.preflight import check_faults
+
+    target = load_target(write(files, 'bootstrap_servers = "h:1"\n[[brokers]]\nid = 1\nhost = "h"\n'))
+    with TargetCluster(target) as cluster:
+        cluster.brokers[0].transport = HostWithout("h", start="s", stop="", pid="find-pid", log_file="/l", metadata_dir="/m")
+        check_faults(cluster, ["kill", "pause", "roll"])
+        assert cluster.capabilities == {"signals", "restart", "log_files"}

@@ -201,13 +201,17 @@ def probe_capabilities(transport: CommandTransport) -> tuple[frozenset[str], dic
     harmless half of it, and why each missing one is missing."""
     have: set[str] = set()
     why: dict[str, str] = {}
-    code, out = transport.run(transport.pid_command)
+    code, out = transport.run(transport.pid_command) if transport.pid_command else (1, "no pid command is given")
     if code == 0 and out.strip().isdigit():
         have.add("signals")
-        if transport.start_command:
-            have.add("restart")
     else:
         why["signals"] = f"the pid command found no running Kafka (exit {code}: {out.strip()[:200] or 'no output'})"
+    if "signals" in have and transport.start_command:
+        have.add("restart")
+    elif transport.start_command:
+        why["restart"] = "without the broker's PID the harness cannot tell that it stopped"
+    else:
+        why["restart"] = "the target gives no start command (start = \"\")"
     code, out = transport.run("iptables -w -S INPUT >/dev/null && iptables -w -m comment --help >/dev/null 2>&1 && echo ok")
     if code == 0 and "ok" in out:
         have.add("iptables")

@@ -257,9 +257,9 @@ class _Reader:
         values = {k: self.typed(merged, k, types[k], where) for k in NODE_KEYS if k in merged}
         if "port" in values and not 0 < values["port"] < 65536:
             raise fail(self.path, f"{where}.port = {values['port']} is not a TCP port", "use 1 to 65535 (ssh: 22)")
-        for key in ("start", "stop", "pid"):
-            if key in values and not values[key].strip():
-                raise fail(self.path, f"{where}.{key} is empty", f"give the command that does it, or leave {key} out for systemd's")
+        for key in ("start", "stop", "pid"):  # "" says there is none: the faults that need it are refused
+            if key in values and values[key] != values[key].strip() and not values[key].strip():
+                raise fail(self.path, f"{where}.{key} is blank", f"give the command, \"\" for none, or leave {key} out for systemd's")
         values["key_file"] = self.file(values.get("key_file"), f"{where}.key_file")
         values["known_hosts"] = self.file(values.get("known_hosts"), f"{where}.known_hosts")
         if transport == "ssh":
