@@ -313,3 +313,38 @@ def test_faults_a_target_serves_pass_the_check(files: Path) -> None:
         cluster.brokers[0].transport = HostWithout("h", start="s", stop="", pid="find-pid", log_file="/l", metadata_dir="/m")
         check_faults(cluster, ["kill", "pause", "roll"])
         assert cluster.capabilities == {"signals", "restart", "log_files"}
+
+
+class StuckHost(FakeNode):
+    """A host whose survey finds a rule of run R that no command can delete."""
+
+    def exec(self, command: str) -> tuple[int, str]:
+        self.commands.append(command)
+        if command.startswith("iptables -w -S 2>/dev/null | grep"):
+            return 0, '-A KH_PART_IN -s 10.0.0.2/32 -m comment --comment "kh-run=R" -j DROP\n'
+        return (1, "iptables: Permission denied") if "iptables -w -D" in command else (0, "")
+
+    def log_size(self) -> int:
+        return 0
+
+    def read_log(self, offset: int = 0) -> tuple[str, int]:
+        return "a log line\n", 11
+
+
+def test_a_run_that_cannot_heal_its_target_keeps_the_exact_commands_for_the_operator(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from harness.target.run import Sweep
+
+    node = StuckHost(1)
+    cluster = SimpleNamespace(brokers=[node], node=lambda i: node, run_id="R", capabilities=frozenset(),
+                              target=SimpleNamespace(name="staging"), delete_topics=lambda names: {n: "deleted" for n in names})
+    updates: dict = {}
+    steps = SimpleNamespace(cluster=cluster, faults=None, record={}, topics=("kafka-harness-R",), keep_topic=False, unhealed="",
+                            rd=SimpleNamespace(path=tmp_path, update=lambda **kw: updates.update(kw)))
+    with Sweep(steps):  # type: ignore[arg-type]
+        pass
+    assert steps.record["target_sweep"]["failed"] and "Permission denied" in steps.record["target_sweep"]["failed"][0]
+    assert steps.unhealed.startswith("ssh -p 22 ") and "iptables -w -D KH_PART_IN -s 10.0.0.2/32" in steps.unhealed
+    assert updates["target_topics"] == {"kafka-harness-R": "deleted"}
+    assert (tmp_path / "brokers" / "1" / "server.log").read_text() == "a log line\n"

@@ -78,8 +78,8 @@ class Sweep:
         if found:
             done, failed = heal_leftovers(cluster, found)
             steps.record["target_sweep"] = {"healed": done, "failed": failed}
-            if failed:
-                commands = "\n".join(manual_commands(cluster, [f for f in found if f.describe() in failed]))
+            if failed:  # what is still there, looked at again, is what the operator must heal
+                commands = "\n".join(manual_commands(cluster, survey(cluster, cluster.run_id)))
                 log.error("run %s could NOT heal the target %s: %s\nrun these by hand:\n%s",
                           cluster.run_id, cluster.target.name, "; ".join(failed), commands)
                 steps.unhealed = commands
