@@ -6,7 +6,8 @@ replicas; if it rejoins an ISR, or is elected, before it has caught up, acknowle
 Kafka guards this with the broker epoch in AlterPartition (KIP-903, after KAFKA-14139) and, in
 KRaft, with the directory ids of KIP-858; this package checks the guard under load.
 
-Each start takes one broker (`--db-targets`: one, leader, controller, follower...), SIGKILLs it (a
+Each start takes one broker (`--db-targets`: one, leader, controller, follower...), only while the
+cluster is whole (every ISR full: one disk at a time, as operators replace them), SIGKILLs it (a
 disk that fails takes its broker down with it), removes every partition directory under its data
 directory, waits a seeded 0-5 s and starts it again:
 
@@ -18,7 +19,9 @@ directory, waits a seeded 0-5 s and starts it again:
   formatted again with the cluster's id (a new directory id), as a new disk is.
 
 The band is `disk-swap` ... `disk-swapped`, with what was removed (the partition directories by
-name) and the new PID. Decommissioning a broker and adding one under a new node id (the rest of
+name) and the new PID; then the package holds until the swapped broker answers for itself and every
+ISR is full again (`disk-swap-settled`, with the seconds waited), so that the next swap never takes
+the last copy. A loss after that is Kafka's: an empty replica let back into an ISR, or elected. Decommissioning a broker and adding one under a new node id (the rest of
 item 4) are not built yet.
 """
 
@@ -33,8 +36,11 @@ from harness.history.faults import DISK_SWAP
 from nemesis import steps
 from nemesis.process import DB_TARGETS, ProcessNemesis
 from nemesis.registry import Package
+from nemesis.roll import under_replicated
 
 PAUSE_S = (0.0, 5.0)
+WHOLE_WAIT_S = 180.0
+WHOLE = "disk-swap-settled"  # a point in time: the swapped broker answers and every ISR is full (or the wait gave up)
 KEEP = ("__cluster_metadata-0", "meta.properties", "bootstrap.checkpoint")
 
 
@@ -57,6 +63,10 @@ class MembershipNemesis(ProcessNemesis):
         value["pause_s"] = plan.get("pause_s", 0.0)
         if nobody is not None:
             return self.skip(self.start_f, value, nobody)
+        lagging = under_replicated(self.cluster)
+        if lagging != {}:  # a second swap now could remove the last copy: no operator does that
+            why = "no majority of brokers agrees on the ISRs" if lagging is None else f"under-replicated: {dict(list(lagging.items())[:6])}"
+            return self.skip(self.start_f, value, f"the cluster is not whole ({why}); one disk at a time")
         node = nodes[0]
         whole = not self.cluster.is_kraft or "controller" not in getattr(node, "roles", ())
         value["wiped"] = "everything" if whole else "partition data (the metadata log and meta.properties stay)"
@@ -68,7 +78,21 @@ class MembershipNemesis(ProcessNemesis):
         self.removed = sorted(line.strip() for line in out.splitlines() if line.strip())[:500] if code == 0 else [f"rm failed: {out[-300:]}"]
         time.sleep(float(plan.get("pause_s") or 0.0))
         self.undo_one(node, whole)
+        self.wait_whole(node)
         return value
+
+    def wait_whole(self, node: Any) -> None:
+        """Hold this package until the swapped broker answers for itself and every ISR is full again, as
+        an operator waits before the next disk (bounded): recorded as `whole` with the seconds waited.
+        Why: a first sweep swapped brokers 2, 1 and 3 within 33 s at load ~30, while brokers took 30 s
+        just to start, so no copy of queue-0 was left (run 20261126T021937-affeae, moved to
+        store/ops-superseded): the fault itself destroyed the data, a false alarm against Kafka."""
+        assert self.cluster is not None
+        def whole() -> bool:
+            views = self.cluster.broker_views()  # type: ignore[union-attr]
+            return node.node_id in views and under_replicated(self.cluster) == {}
+        polled = steps.poll(lambda: whole(), lambda ok: ok, WHOLE_WAIT_S, 1.0)
+        self.record(WHOLE, {"targets": [node.node_id], "whole": polled.ok, "waited_s": round(polled.seconds, 2)})
 
     def undo_one(self, node: Any, whole: bool | None = None) -> None:
         assert self.cluster is not None

@@ -188,3 +188,30 @@ def test_a_shrink_moves_to_one_in_sync_follower_then_back_verifying_each_step(mo
     nemesis.invoke("start", {}, random.Random(3))
     assert recorder.events[-1][0] == SKIPPED and "2.5" in recorder.events[-1][1]["skipped"]
     cluster.distribution = old
+
+
+def test_a_disk_swap_waits_for_a_whole_cluster_and_never_starts_while_a_partition_is_under_replicated(monkeypatch):
+    """One disk at a time: a first sweep swapped three brokers' disks within 33 s and destroyed every copy
+    of a partition, a loss the fault made, not Kafka (run 20261126T021937-affeae)."""
+    from nemesis.membership import MembershipNemesis
+
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    cluster, recorder = Cluster(), Recorder()
+    cluster.cluster_id = "c"
+    for n in cluster.brokers:
+        n.roles = ("broker", "controller")
+        n.exec = lambda command, n=n: (n.hits.append(f"wipe {n.node_id}") or (0, "queue-0\nqueue-1\n"))
+    nemesis = MembershipNemesis(("one",)).setup(cluster, recorder, "queue")
+    nemesis.invoke("start", {}, random.Random(1))
+    fs = [f for f, _ in recorder.events]
+    assert fs == ["disk-swap", "disk-swapped", "disk-swap-settled"] and recorder.events[-1][1]["whole"] is True
+    assert recorder.events[1][1]["removed"] == ["queue-0", "queue-1"]
+
+    views = cluster.broker_views
+    cluster.broker_views = lambda: {i: BrokerView(i, (1, 2, 3), {"queue": {0: {"leader": 1, "replicas": [1, 2, 3], "isr": [1, 3]}}})
+                                    for i in (1, 2, 3)}
+    hits = len(cluster.hits)
+    nemesis.invoke("start", {}, random.Random(2))
+    assert recorder.events[-1][0] == SKIPPED and "under-replicated" in recorder.events[-1][1]["skipped"]
+    assert len(cluster.hits) == hits  # nobody was touched
+    cluster.broker_views = views
