@@ -47,6 +47,10 @@ def test_a_guided_run_observes_decides_grows_its_map_and_replays(prepared, tmp_p
     assert replay_faults.scheduler.name == "replay"
     replayed = run(replay_config, faults=replay_faults).run_dir
     second = _starts(replayed)
-    # A fault struck past the time limit in the original is not repeated (the replay heals on time).
-    assert second == first[:len(second)] and len(second) >= len(first) - 1, (first, second)
+    # Per fault kind: the packages run on their own threads, so two faults of different packages
+    # due within the drift of each other may be recorded in either order (tests/test_replay.py). A
+    # fault struck past the time limit in the original is not repeated (the replay heals on time).
+    for kind in STARTS:
+        mine, theirs = [t for f, t in first if f == kind], [t for f, t in second if f == kind]
+        assert theirs == mine[:len(theirs)] and len(theirs) >= len(mine) - 1, (kind, first, second)
     assert coverage.read(coverage.path_in(tmp_path), prepared.kafka.version).runs == 1  # a replay learns nothing

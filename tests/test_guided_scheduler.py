@@ -51,9 +51,9 @@ def _decisions(seed: int, path=None) -> list[tuple[str, str]]:  # type: ignore[n
     s = GuidedScheduler(NEMESES, 120.0, 10.0, seed, coverage_path=path, version="0.10.2.2")
     watch = _Watch(SCRIPT)
     out = []
+    packages = sorted(NEMESES)
     for i in range(len(SCRIPT)):
-        event = s.decide(float(i * 5), watch)
-        assert event is not None
+        event = s.decide(packages[i % len(packages)], float(i * 5), watch)
         out.append((event.package, event.action, json.dumps(event.params)))
     return out
 
@@ -70,10 +70,11 @@ def test_every_choice_is_recorded_with_its_state_and_the_reward_of_the_one_befor
     s = GuidedScheduler(NEMESES, 120.0, 10.0, 3, version="x")
     watch = _Watch(SCRIPT)
     for i in range(4):
-        s.decide(float(i), watch)
+        s.decide("kill", float(i), watch)
     d = s.describe()["decisions"]
     assert [x["state"] for x in d] == [SCRIPT[i][0] for i in range(4)]
     assert d[1]["reward_of_previous"] == round(2 / 3, 4)  # two items no earlier run saw, 1/sqrt(1) each: n = 2, r = n/(1+n)
+    assert all(x["package"] == "kill" for x in d)
     assert all(x["action"].split(":")[0] in ("start", "stop") for x in d)
 
 
@@ -84,7 +85,7 @@ def test_untried_actions_come_first_and_rewarded_ones_are_valued() -> None:
     watch = _Watch([("one-state", [])])
     tried = []
     for i in range(len(DELAYS)):
-        e = s.decide(float(i), watch)
+        s.decide("kill", float(i), watch)
         s.held["kill"] = []  # keep every start available
         tried.append(s.decisions[-1]["action"])
     explored = [d for d in s.decisions if d["why"] == "explore"]
@@ -94,10 +95,10 @@ def test_untried_actions_come_first_and_rewarded_ones_are_valued() -> None:
 def test_a_package_holds_at_most_its_limit_and_an_old_fault_is_stopped() -> None:
     s = GuidedScheduler({"partition": _Nemesis(shapes=("halves",))}, 1e9, 10.0, 5, version="x")
     watch = _Watch([("s", [])])
-    first = s.decide(0.0, watch)
-    assert first is not None and (first.action, first.params) == ("start", {"shape": "halves"})
-    assert all(a.startswith("stop:") for a in s.actions(1.0))  # partition holds one start at most
-    late = s.decide(31.0, watch)  # held more than HOLD_LIMIT × 10 s
+    first = s.decide("partition", 0.0, watch)
+    assert (first.action, first.params) == ("start", {"shape": "halves"})
+    assert all(a.startswith("stop:") for a in s.actions("partition"))  # partition holds one start at most
+    late = s.decide("partition", 31.0, watch)  # held more than HOLD_LIMIT × 10 s
     assert late is not None and late.action == "stop" and s.decisions[-1]["why"] == "held too long"
 
 
@@ -108,8 +109,9 @@ def test_recipes_are_refused(package: str) -> None:
     refuse_recipes(["kill", "partition", "pause", "clock", "power", "disk"])
 
 
-def test_threads_get_their_own_events_one_decision_at_a_time() -> None:
-    """The runner's threads each ask for their package; every event decided reaches its package."""
+def test_each_package_thread_gets_its_own_events_at_the_random_cadence() -> None:
+    """The runner's threads each ask for their package; each decides its own events, the next one
+    its chosen delay (0.5-1.5 intervals) after the last."""
     s = GuidedScheduler(NEMESES, 2.0, 0.05, 11, version="x")
     got: dict[str, list[str]] = {p: [] for p in NEMESES}
     began = time.monotonic()
@@ -126,10 +128,14 @@ def test_threads_get_their_own_events_one_decision_at_a_time() -> None:
         t.join(10)
     assert not any(t.is_alive() for t in threads)
     assert sum(map(len, got.values())) == len(s.decisions) > 5
+    for p in NEMESES:
+        times = [d["at_s"] for d in s.decisions if d["package"] == p]
+        assert all(b - a >= 0.5 * 0.05 - 0.01 for a, b in zip(times, times[1:])), times
 
 
 def test_close_releases_waiting_threads() -> None:
     s = GuidedScheduler(NEMESES, 1e9, 10.0, 1, version="x")
+    s._decide_at["kill"] = 1e6  # not due for a long time
     out = []
     t = threading.Thread(target=lambda: out.append(s.next("kill", 0.0)))
     t.start()
@@ -142,8 +148,8 @@ def test_close_releases_waiting_threads() -> None:
 def test_the_coverage_map_grows_across_runs_and_feeds_the_next_runs_rewards(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = coverage.path_in(tmp_path)
     first = GuidedScheduler(NEMESES, 120.0, 10.0, 1, coverage_path=path, version="0.10.2.2")
-    first.decide(0.0, _Watch([("s", ["x"])]))
-    first.decide(1.0, _Watch([("s", ["x"])]))
+    first.decide("kill", 0.0, _Watch([("s", ["x"])]))
+    first.decide("kill", 1.0, _Watch([("s", ["x"])]))
     first.finish(type("O", (), {"watch": _Watch(SCRIPT)})())
     assert first.saved is not None and first.saved["new_states"] == 2 and first.saved["runs_before"] == 0
     entry = coverage.read(path, "0.10.2.2")
@@ -155,8 +161,8 @@ def test_the_coverage_map_grows_across_runs_and_feeds_the_next_runs_rewards(tmp_
     assert coverage.read(path, "4.4.0").runs == 0  # versions are kept apart
     # A state seen by earlier runs is worth less than a new one.
     third = GuidedScheduler(NEMESES, 120.0, 10.0, 1, coverage_path=path, version="0.10.2.2")
-    third.decide(0.0, _Watch([("s", [])]))
-    third.decide(1.0, _Watch([("s", ["-|L:ok|isr3|-|w", "never-seen"])]))
+    third.decide("kill", 0.0, _Watch([("s", [])]))
+    third.decide("kill", 1.0, _Watch([("s", ["-|L:ok|isr3|-|w", "never-seen"])]))
     n = 1 / (1 + 10) ** 0.5 + 1.0
     assert third.decisions[-1]["reward_of_previous"] == round(n / (1 + n), 4)
 
@@ -168,10 +174,10 @@ def test_no_return_outweighs_an_untried_action_and_another_designs_q_values_are_
     from nemesis.guided.scheduler import DESIGN, OPTIMISM
 
     s = GuidedScheduler({"partition": _Nemesis(shapes=("halves", "one"))}, 1e9, 10.0, 2, version="x")
-    s.decide(0.0, _Watch([("calm", [])]))
+    s.decide("partition", 0.0, _Watch([("calm", [])]))
     first = s.decisions[-1]["action"]
     s.held["partition"] = []
-    s.decide(1.0, _Watch([("calm", [f"new-{i}" for i in range(14)])]))  # 14 states no run saw
+    s.decide("partition", 1.0, _Watch([("calm", [f"new-{i}" for i in range(14)])]))  # 14 states no run saw
     assert max(s.q["calm"].values()) < OPTIMISM
     assert s.decisions[-1]["action"] != first or s.decisions[-1]["why"] == "explore"
     path = coverage.path_in(tmp_path)
@@ -264,3 +270,19 @@ def test_make_faults_builds_the_guided_schedule_and_a_replay_of_it_repeats_the_e
     assert replay.scheduler.name == "replay" and replay.observe
     assert [(e.at_s, e.action, e.params.get("targets")) for e in replay.schedule] == [(3.1, "start", [2]), (6.2, "start", [3]),
                                                                                        (9.0, "stop", None)]
+
+
+def test_novelty_is_credited_to_each_package_s_last_action_and_the_first_moments_are_the_random_schedule_s() -> None:
+    from nemesis.schedule import build_schedule
+
+    s = GuidedScheduler(NEMESES, 120.0, 10.0, 6, version="x")
+    randoms = build_schedule(sorted(NEMESES), 120.0, 10.0, 6)
+    for p in NEMESES:
+        assert round(s._decide_at[p], 3) == min(e.at_s for e in randoms if e.package == p)
+    s.decide("kill", 0.0, _Watch([("s", [])]))
+    s.decide("pause", 1.0, _Watch([("s", ["a"])]))  # 'a' first seen after kill's action, before pause's
+    s.decide("kill", 2.0, _Watch([("s", ["b"])]))
+    s.decide("pause", 3.0, _Watch([("s", [])]))
+    rewards = {(d["package"], d["at_s"]): d["reward_of_previous"] for d in s.decisions}
+    assert rewards[("kill", 2.0)] == round(2 / 3, 4)  # a and b, both after kill's first action
+    assert rewards[("pause", 3.0)] == 0.5  # b only

@@ -1,11 +1,13 @@
 """`--schedule guided`: a fault schedule that steers toward abstract states not seen before.
 
 Design: Mallory's (Meng et al., CCS 2023) Q-learning, over this harness's abstract states
-(nemesis/guided/state.py). One decision at a time, for the whole run:
+(nemesis/guided/state.py). Each package decides for itself on its own thread, at the random
+schedule's cadence, sharing one Q table:
 
 - the state s is the coarse `decision_state` the run's StateWatch sees when the decision is made;
-- an action is (start PACKAGE with TARGET, or stop PACKAGE) × how long to let it act before the
-  next decision, one of DELAYS × the nemesis interval; the fault strikes at once;
+- an action is (start the package with one of its targets, or stop it) × how long to let it act
+  before the package's next decision, one of DELAYS × the nemesis interval (mean 1.0, as the random
+  schedule's gaps); the fault strikes at once;
 - the reward of an action, counted when the next decision comes: n = the sum over every partition
   state and transition first seen in this run since the action of 1/sqrt(1 + N), N being how often
   earlier guided runs of the store saw it (the coverage map; Mallory's count-based novelty, so a
@@ -17,11 +19,15 @@ Design: Mallory's (Meng et al., CCS 2023) Q-learning, over this harness's abstra
   The Q table persists in the coverage map, so a store's later runs start where the earlier ones
   stopped.
 
-Design 2 (2026-11-26). Design 1 summed n unsquashed against an optimism of 1.0: one fault that
+Design 3 (2026-11-26). Design 1 summed n unsquashed against an optimism of 1.0: one fault that
 brought a dozen new states made its action worth more than any untried one, and design 1's second
 run on 0.10.2.2 (20261126T020431-98745b) spent its first 34 s starting and stopping the same
-partition 17 times, a second apart, for no reward. Q values of another design in the coverage map
-are not loaded (their scale differs); the counts of states and transitions are.
+partition 17 times, a second apart, for no reward. Design 2 fixed that but still made one decision
+at a time for every package, with delays of 0.1-1.2 intervals: 22 faults in 120 s against the
+random schedule's 35-39. Design 3 gives each package its own decisions at the random cadence.
+Q values of another design in the coverage map are not loaded; the counts of states and
+transitions are. The novelty first seen since a package's last action is credited to that action,
+whichever package caused it (shared credit: the simplest assignment for concurrent faults).
 
 Why Q-learning and not Mallory's simpler power schedule: the KIPs' bugs need two faults in order
 with the right gap (a leader killed, then within the 6 s ZooKeeper session the replica that will
@@ -33,7 +39,7 @@ the leader, then 3 s later kill a leader again. That is still a generic kill; no
 that only exists mid-sequence (heir's "the replica it will elect next"), so `heir`, `transfer`,
 `flap` and `rejoin` are refused.
 
-Every choice draws from one seeded random stream and is recorded (config.json
+Every choice draws from its package's seeded random stream and is recorded (config.json
 nemesis_config.guided.decisions: the state, the action, its Q value, the reward); the executed
 schedule, with the brokers each fault resolved, is what `run --replay` repeats. The same seed and
 the same observations give the same choices (tests/test_guided_scheduler.py); a second live run
@@ -52,15 +58,19 @@ from typing import Any
 
 from harness.errors import HarnessError
 from nemesis.guided import coverage
-from nemesis.schedule import FaultEvent
+from nemesis.schedule import FaultEvent, package_rng
 
 log = logging.getLogger("nemesis")
 
 REFUSED = ("heir", "transfer", "flap", "rejoin")  # recipes: sequences written after the bugs were known
-DELAYS = (0.1, 0.3, 0.6, 1.2)  # × the nemesis interval: 1, 3, 6 and 12 s at the default 10 s
+# × the nemesis interval: from a package's action to its next decision. They span the random
+# schedule's gaps (uniform 0.5-1.5 intervals) with the same mean, 1.0: design 2 chose among 0.1-1.2
+# for one decision stream and struck 22 faults in 120 s where the random schedule struck 35-39
+# (0.10.2.2, 2026-11-26), so guided lost on budget before it could win on choices.
+DELAYS = (0.5, 0.8, 1.2, 1.5)
 MAX_HOLD = {"kill": 2, "pause": 2}  # starts a package may hold at once; every other package one
 HOLD_LIMIT = 3.0  # × the interval: a fault held longer is stopped without asking (the run goes on)
-DESIGN = 2  # the reward's scale and the optimism (the module docstring); kept with the Q table
+DESIGN = 3  # the decision streams, the reward's scale, the optimism (the module docstring); kept with the Q table
 ALPHA, GAMMA, EPSILON = 0.3, 0.5, 0.1
 OPTIMISM = 1.0 / (1.0 - GAMMA)  # the largest return rewards below 1 can add up to
 # The start parameter each package's nemesis takes from its params, and where its choices are.
@@ -92,7 +102,9 @@ class GuidedScheduler:
         refuse_recipes(list(nemeses))
         self.time_limit_s, self.interval_s, self.seed, self.version = time_limit_s, interval_s, seed, version
         self.choices = {name: choices_of(name, n) for name, n in nemeses.items()}
-        self.rng = random.Random(f"{seed}:guided")
+        # One seeded stream per package (as the random schedule has), so that the packages' threads
+        # never draw from one stream in an order the machine's load decides.
+        self.rngs = {p: random.Random(f"{seed}:guided:{p}") for p in nemeses}
         self.coverage_path = Path(coverage_path) if coverage_path is not None else None
         self.prior = coverage.read(self.coverage_path, version) if self.coverage_path else coverage.VersionCoverage()
         self.q: dict[str, dict[str, float]] = ({s: dict(a) for s, a in self.prior.q.items()}
@@ -100,46 +112,34 @@ class GuidedScheduler:
         self.held: dict[str, list[float]] = {p: [] for p in nemeses}  # start times of the faults each holds
         self.decisions: list[dict[str, Any]] = []
         self.saved: dict[str, Any] | None = None
-        self._last: tuple[str, str] | None = None
+        self._last: dict[str, tuple[str, str]] = {}  # package -> (state, action) of its last decision
+        self._novel: list[float] = []  # the novelty of each item the watch saw first, in order
+        self._mark: dict[str, int] = {}  # package -> len(_novel) at its last decision
         self._cond = threading.Condition()
-        self._pending: dict[str, FaultEvent] = {}
-        self._owner: str | None = None  # the package whose decided event has not run yet
         self._closed = False
         self._began: float | None = None
-        # Seconds into the fault phase when the next decision is due (the previous action's delay runs
-        # out); the first waits 3 s so that the watch has seen the cluster unfaulted first.
-        self._decide_at = DELAYS[1] * interval_s
+        # When each package's next decision is due (seconds into the fault phase): its first at the
+        # random schedule's own first moment for the seed, then its previous action's delay later.
+        self._decide_at = {p: package_rng(seed, p, "timing").uniform(0, interval_s) for p in nemeses}
 
     # --- the Scheduler protocol ----------------------------------------------------------------
     def planned(self) -> list[FaultEvent]:
         return []  # decided as the run goes; config.json gets the executed schedule
 
     def next(self, package: str, now_s: float, observer: Any = None) -> FaultEvent | None:
-        """This package's next event. One decision is in flight at a time: the thread whose event
-        has just run decides the next one (for any package) and hands it over; the others wait."""
+        """This package's next event, decided when it is due (its previous action's delay after that
+        action struck) from what the watch sees then; it strikes at once."""
         with self._cond:
             if self._began is None:
                 self._began = time.monotonic() - now_s
-            if self._owner == package and package not in self._pending:
-                self._owner = None  # its event has run: the turn is free
             while True:
                 now_s = time.monotonic() - self._began
                 if self._closed or now_s >= self.time_limit_s:
                     return None
-                if package in self._pending:
-                    return self._pending.pop(package)
-                if self._owner is None and now_s < self._decide_at:
-                    self._cond.wait(min(0.5, self._decide_at - now_s))
+                if now_s < self._decide_at[package]:
+                    self._cond.wait(min(0.5, self._decide_at[package] - now_s))
                     continue
-                if self._owner is None:
-                    event = self.decide(now_s, getattr(observer, "watch", None))
-                    if event is None:
-                        return None
-                    self._owner = event.package
-                    self._pending[event.package] = event
-                    self._cond.notify_all()
-                    continue
-                self._cond.wait(0.5)
+                return self.decide(package, now_s, getattr(observer, "watch", None))
 
     def close(self) -> None:
         """The fault phase is over: waiting threads return None."""
@@ -148,65 +148,64 @@ class GuidedScheduler:
             self._cond.notify_all()
 
     # --- deciding -------------------------------------------------------------------------------
-    def actions(self, now_s: float) -> list[str]:
+    def actions(self, package: str) -> list[str]:
+        values = self.choices[package][1]
         out = []
-        for p, (_, values) in self.choices.items():
-            if len(self.held[p]) < MAX_HOLD.get(p, 1):
-                out += [f"start:{p}:{v}@{d}" for v in values for d in DELAYS]
-            if self.held[p]:
-                out += [f"stop:{p}@{d}" for d in DELAYS]
+        if len(self.held[package]) < MAX_HOLD.get(package, 1):
+            out += [f"start:{package}:{v}@{d}" for v in values for d in DELAYS]
+        if self.held[package]:
+            out += [f"stop:{package}@{d}" for d in DELAYS]
         return out
 
     def value(self, state: str, action: str) -> float:
         return self.q.get(state, {}).get(action, OPTIMISM)
 
-    def pick(self, tied: list[str]) -> str:
-        """One of equally valued actions: a move (start kill, stop pause, ...) first, then its target
-        and delay. Drawn uniformly over actions, starts outnumber stops 3 to 1 (three targets each)
-        and the first guided run on 0.10.2.2 (2026-11-26) never stopped a fault before the heal."""
-        moves = sorted({a.split("@")[0].rsplit(":", 1)[0] if a.startswith("start:") else a.split("@")[0] for a in tied})
-        move = self.rng.choice(moves)
-        return self.rng.choice([a for a in tied if a.startswith(move + ":") or a.startswith(move + "@")])
+    def pick(self, tied: list[str], rng: random.Random) -> str:
+        """One of equally valued actions: a move (start with a target, or stop) first, then its delay.
+        Drawn uniformly over actions, starts outnumber stops 3 to 1 (three targets each), and the
+        first guided run on 0.10.2.2 (2026-11-26) never stopped a fault before the heal."""
+        moves = sorted({a.split("@")[0] for a in tied})
+        move = rng.choice(moves)
+        return rng.choice([a for a in tied if a.split("@")[0] == move])
 
-    def decide(self, now_s: float, watch: Any) -> FaultEvent | None:
+    def decide(self, package: str, now_s: float, watch: Any) -> FaultEvent:
+        rng = self.rngs[package]
         state = watch.decision_state() if watch is not None else "unobserved"
-        fresh = watch.take_fresh() if watch is not None else []
-        novelty = sum(1.0 / math.sqrt(1 + self.prior.count(x)) for x in fresh)
+        if watch is not None:
+            self._novel += [1.0 / math.sqrt(1 + self.prior.count(x)) for x in watch.take_fresh()]
+        novelty = sum(self._novel[self._mark.get(package, 0):])  # first seen since this package's last action
+        self._mark[package] = len(self._novel)
         reward = round(novelty / (1.0 + novelty), 4)
-        actions = self.actions(now_s)
-        if self._last is not None:
-            s, a = self._last
+        actions = self.actions(package)
+        if package in self._last:
+            s, a = self._last[package]
             best = max((self.value(state, b) for b in actions), default=0.0)
             old = self.value(s, a)
             self.q.setdefault(s, {})[a] = round(old + ALPHA * (reward + GAMMA * best - old), 4)
-        overdue = [p for p, starts in sorted(self.held.items()) if starts and now_s - starts[0] > HOLD_LIMIT * self.interval_s]
-        explore = False
-        if overdue:
-            action, why = f"stop:{overdue[0]}@{DELAYS[0]}", "held too long"
-        elif not actions:
-            return None
-        elif self.rng.random() < EPSILON:
-            action, why, explore = self.rng.choice(actions), "explore", True
+        starts = self.held[package]
+        if starts and now_s - starts[0] > HOLD_LIMIT * self.interval_s:
+            action, why = f"stop:{package}@{DELAYS[0]}", "held too long"
+        elif rng.random() < EPSILON:
+            action, why = rng.choice(actions), "explore"
         else:
             top = max(self.value(state, a) for a in actions)
-            action, why = self.pick([a for a in actions if self.value(state, a) == top]), "best"
-        self._last = (state, action)
-        kind, rest = action.split(":", 1)
-        what, delay = rest.rsplit("@", 1)
+            action, why = self.pick([a for a in actions if self.value(state, a) == top], rng), "best"
+        self._last[package] = (state, action)
+        what, delay = action.rsplit("@", 1)
+        parts = what.split(":", 2)  # start:kill:leader, or stop:kill
+        kind, choice = parts[0], parts[2] if len(parts) == 3 else ""
         at_s = round(now_s, 3)
-        self._decide_at = now_s + float(delay) * self.interval_s
-        package, _, choice = what.partition(":")
+        self._decide_at[package] = now_s + float(delay) * self.interval_s
         params: dict[str, Any] = {}
         key = self.choices[package][0]
         if kind == "start":
-            self.held[package].append(at_s)
+            starts.append(at_s)
             if key is not None:
                 params[key] = choice
         else:
             self.held[package] = []
-        self.decisions.append({"at_s": round(now_s, 3), "state": state, "action": action, "why": why,
-                               "q": round(self.value(state, action), 4), "reward_of_previous": reward,
-                               "fresh": len(fresh)})
+        self.decisions.append({"at_s": at_s, "package": package, "state": state, "action": action, "why": why,
+                               "q": round(self.value(state, action), 4), "reward_of_previous": reward})
         log.info("guided: %s in state %s (%s)", action, state, why)
         return FaultEvent(at_s, package, kind, params)
 
