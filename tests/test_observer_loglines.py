@@ -44,6 +44,9 @@ REAL = [
     ("[2026-11-26 01:16:41,205] INFO [Kafka Server 1], started (kafka.server.KafkaServer)", "scenario", "startup", None),
     ("[2026-11-25T19:03:24,874] INFO [KafkaRaftServer nodeId=1] Kafka Server started (kafka.server.KafkaRaftServer)",
      "queue", "startup", None),
+    # 0.10.2.2, guided run 20261126T023504-5231cd: not an unclean election, the opposite.
+    ("[2026-11-26 02:37:08,425] INFO [Controller 3]: Retaining last ISR 2 of partition [queue,1] since unclean leader election "
+     "is disabled (kafka.controller.KafkaController)", "queue", "offline", 1),
     # docs/detection.md and docs/nemesis.md quote these (1.1.1, 0.10.2.2):
     ("[2026-11-25 00:05:31,337] INFO [Partition queue-1 broker=3] queue-1 starts at Leader Epoch 2 from offset 581. Previous Leader "
      "Epoch was: 1 (kafka.cluster.Partition)", "queue", "leader", 1),

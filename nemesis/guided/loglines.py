@@ -34,6 +34,9 @@ KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((k, re.compile(p)) for k,
     ("isr-shrink", r"Shrinking ISR"),
     ("isr-expand", r"Expanding ISR"),
     ("elr", r"\bELRs?\b|eligibleLeaderReplicas=\[\d|\belr=\[\d"),
+    # "since unclean leader election is disabled" says the opposite: the controller keeps a dead ISR
+    # (0.10.2.2, 2026-11-26: 27 such lines in one guided run were read as unclean elections).
+    ("offline", r"Retaining last ISR|since unclean leader election is disabled"),
     ("unclean", r"potential data loss|[Uu]nclean leader election|Periodic task electUnclean generated [1-9]"),
     # A broker becomes a partition's leader (3.x/4.x "Leader queue-5 ... starts at leader epoch 0",
     # 1.1.1 "queue-1 starts at Leader Epoch 2", 0.10.2.2's controller "Selected new leader and ISR").
