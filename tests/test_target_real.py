@@ -113,6 +113,7 @@ def test_a_faulted_run_over_sasl_ssl_is_checked_and_keeps_no_secret(standing: Pa
     with TargetCluster(target) as cluster:
         assert topic.group(1) not in cluster.admin().list_topics(timeout=20).topics
         assert survey(cluster) == []  # every fault healed, every marker gone
+        assert all(node.pid() is not None for node in cluster.brokers), {n.node_id: n.pid() for n in cluster.brokers}
     secrets = secrets_of(standing.parent / "secrets")
     assert len(secrets) > 10
     for path in [p for p in run_dir.rglob("*") if p.is_file()]:
@@ -126,12 +127,12 @@ def test_sigkill_during_a_partition_then_cleanup_target_leaves_nothing(standing:
     run = subprocess.Popen([sys.executable, "-m", "harness", "run", "--target", str(standing), "--allow-faults",
                             "--nemesis", "partition,pause", "--nemesis-interval", "10", "--time-limit", "120",
                             "--store", str(tmp_path / "store"), "--no-check"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, env={**os.environ, "KAFKA_HARNESS_RUN_DEFAULTS": ""})
+                           stderr=(tmp_path / "stderr").open("w"), env={**os.environ, "KAFKA_HARNESS_RUN_DEFAULTS": ""})
     try:
         with TargetCluster(target) as cluster:
             deadline, found = time.monotonic() + 150, []
             while time.monotonic() < deadline:
-                assert run.poll() is None, "the run ended before a partition was seen"
+                assert run.poll() is None, f"the run ended before a partition was seen: {(tmp_path / 'stderr').read_text()[-1500:]}"
                 found = survey(cluster)
                 if any(f.kind == "rule" for f in found):
                     run.send_signal(signal.SIGKILL)  # at once: the cut lasts seconds
