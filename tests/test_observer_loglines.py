@@ -2,7 +2,8 @@
 
 Every line below was copied from a real server.log on this machine, 2026-11-26: 4.4.0 from run
 20261125T190225-391024 (kill, partition, pause), 0.10.2.2 from the KIP-101 scenario test's run
-20261126T011635-e346ac. The 1.1.1 lines are the ones docs/detection.md quotes from its runs."""
+20261126T011635-e346ac, 1.1.1 from run 20261126T030200-e3a2f0 and the lines docs/detection.md quotes.
+No 3.9.2 line was checked."""
 
 from __future__ import annotations
 
@@ -47,6 +48,20 @@ REAL = [
     # 0.10.2.2, guided run 20261126T023504-5231cd: not an unclean election, the opposite.
     ("[2026-11-26 02:37:08,425] INFO [Controller 3]: Retaining last ISR 2 of partition [queue,1] since unclean leader election "
      "is disabled (kafka.controller.KafkaController)", "queue", "offline", 1),
+    # 1.1.1, random run 20261126T030200-e3a2f0 (2026-11-26):
+    ("[2026-11-26 03:02:17,058] INFO [Partition queue-7 broker=1] queue-7 starts at Leader Epoch 0 from offset 0. Previous Leader "
+     "Epoch was: -1 (kafka.cluster.Partition)", "queue", "leader", 7),
+    ("[2026-11-26 03:04:35,475] INFO [Partition queue-4 broker=1] Expanding ISR from 3,1 to 3,1,2 (kafka.cluster.Partition)",
+     "queue", "isr-expand", 4),
+    ("[2026-11-26 03:02:36,074] INFO [Partition queue-0 broker=2] Shrinking ISR from 2,3,1 to 2,3 (kafka.cluster.Partition)",
+     "queue", "isr-shrink", 0),
+    ("[2026-11-26 03:02:17,998] INFO [Log partition=queue-3, dir=/var/lib/kafka/data] Truncating to 0 has no effect as the largest "
+     "offset in the log is -1 (kafka.log.Log)", "queue", "truncate-noop", 3),
+    ("[2026-11-26 03:04:17,097] INFO [Log partition=queue-7, dir=/var/lib/kafka/data] Truncating to offset 5301 (kafka.log.Log)",
+     "queue", "truncate", 7),
+    ("[2026-11-26 03:02:14,948] INFO [Controller id=1] 1 successfully elected as the controller (kafka.controller.KafkaController)",
+     "queue", "controller", None),
+    ("[2026-11-26 03:02:15,535] INFO [KafkaServer id=1] started (kafka.server.KafkaServer)", "queue", "startup", None),
     # docs/detection.md and docs/nemesis.md quote these (1.1.1, 0.10.2.2):
     ("[2026-11-25 00:05:31,337] INFO [Partition queue-1 broker=3] queue-1 starts at Leader Epoch 2 from offset 581. Previous Leader "
      "Epoch was: 1 (kafka.cluster.Partition)", "queue", "leader", 1),
