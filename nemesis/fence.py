@@ -33,7 +33,7 @@ HOLD_S = (1.0, 5.0)
 class FenceNemesis(Nemesis):
     name = "fence"
     faults = (FENCE,)
-    replay_keys = ("target", "targets", "id", "hold_s")
+    replay_keys = ("target", "targets", "id", "id_index", "hold_s")
 
     def __init__(self) -> None:
         super().__init__()
@@ -45,7 +45,17 @@ class FenceNemesis(Nemesis):
         if not ids:
             return {"target": "transactional-id", "targets": [], "hold_s": hold,
                     "why": "the workload has no transactional id (the txn and eos workloads have)"}
-        return {"target": "transactional-id", "targets": [], "id": rng.choice(ids), "hold_s": hold}
+        index = rng.randrange(len(ids))
+        return {"target": "transactional-id", "targets": [], "id": ids[index], "id_index": index, "hold_s": hold}
+
+    def replayed(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The recorded id's position among this run's ids: a replay's workload names its ids after its
+        own run id, so the original's id would fence nobody (a first replay test opened one no one used)."""
+        ids = list(self.coordinated.get("transactional_ids", []))
+        index = params.get("id_index")
+        if isinstance(index, int) and ids:
+            return {**params, "id": ids[index % len(ids)]}
+        return params
 
     def replay_nodes(self, params: dict[str, Any]) -> tuple[list[Any] | None, str | None]:
         """Its target is an id, not a node: a replay takes the recorded id as it is."""
@@ -59,15 +69,19 @@ class FenceNemesis(Nemesis):
         if self.zombie is not None:
             return self.skip(FENCE.start, {**value, "id": plan["id"]}, "a zombie producer already holds an id")
         value["id"] = plan["id"]
-        try:  # which broker fences: the id's coordinator, as the metadata names it now
-            found = coordinator_of(self.cluster, plan["id"])
-            value["coordinator"], value["partition"] = found["coordinator"], f"__transaction_state-{found['partition']}"
-        except HarnessError as exc:
-            value["coordinator_unknown"] = exc.message
+        if "id_index" in plan:
+            value["id_index"] = plan["id_index"]
+        # Recorded as it strikes, before the look at the coordinator (a metadata request, 1-3 s under
+        # load): a replay strikes at the recorded moment and would otherwise come that much late.
         self.struck_at = time.monotonic()
         self.record(FENCE.start, value)
         settings = getattr(self.cluster, "client_settings", None) or {}
         self.zombie, opened = open_zombie(self.cluster.bootstrap_servers(), plan["id"], settings=settings)
+        try:  # which broker fenced: the id's coordinator, as the metadata names it now (in the end event)
+            found = coordinator_of(self.cluster, plan["id"])
+            opened["coordinator"], opened["partition"] = found["coordinator"], f"__transaction_state-{found['partition']}"
+        except HarnessError as exc:
+            opened["coordinator_unknown"] = exc.message
         value.update(opened)
         if self.zombie is not None:
             self.stopping.wait(max(0.0, self.struck_at + float(plan["hold_s"]) - time.monotonic()))
