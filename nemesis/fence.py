@@ -17,6 +17,7 @@ a `nemesis-skipped` event that says so.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from typing import Any
 
@@ -75,28 +76,34 @@ class FenceNemesis(Nemesis):
         # load): a replay strikes at the recorded moment and would otherwise come that much late.
         self.struck_at = time.monotonic()
         self.record(FENCE.start, value)
+        # The zombie lives on a thread of its own: its init_transactions waits up to 30 s for an
+        # unavailable coordinator, and the package's next event must not wait with it (a replay's
+        # second zombie came 3.2 s late behind its first).
+        self.zombie = self._holder = threading.Thread(target=self.hold, args=(plan["id"], self.struck_at + float(plan["hold_s"])),
+                                                      name="fence-zombie", daemon=True)
+        self._holder.start()
+        return value
+
+    def hold(self, transactional_id: str, until: float) -> None:
+        """Open the zombie, hold the id until `until` (or the heal), let go; the end event says what happened."""
+        assert self.cluster is not None
         settings = getattr(self.cluster, "client_settings", None) or {}
-        self.zombie, opened = open_zombie(self.cluster.bootstrap_servers(), plan["id"], settings=settings)
-        try:  # which broker fenced: the id's coordinator, as the metadata names it now (in the end event)
-            found = coordinator_of(self.cluster, plan["id"])
+        producer, opened = open_zombie(self.cluster.bootstrap_servers(), transactional_id, settings=settings)
+        try:  # which broker fenced: the id's coordinator, as the metadata names it now
+            found = coordinator_of(self.cluster, transactional_id)
             opened["coordinator"], opened["partition"] = found["coordinator"], f"__transaction_state-{found['partition']}"
         except HarnessError as exc:
             opened["coordinator_unknown"] = exc.message
-        value.update(opened)
-        if self.zombie is not None:
-            self.stopping.wait(max(0.0, self.struck_at + float(plan["hold_s"]) - time.monotonic()))
-        self.let_go(opened)
-        return value
-
-    def let_go(self, opened: dict[str, Any] | None = None) -> None:
-        zombie, self.zombie = self.zombie, None
-        close_zombie(zombie)
-        if opened is not None:
-            self.record(FENCE.stop, {"targets": [], **opened})
+        if producer is not None:
+            self.stopping.wait(max(0.0, until - time.monotonic()))
+        close_zombie(producer)
+        self.record(FENCE.stop, {"targets": [], **opened})
+        self.zombie = None
 
     def teardown(self) -> dict[str, Any]:
-        if self.zombie is not None:  # a start still holding the id when the heal came
-            self.let_go({"let_go": "heal"})
+        holder = getattr(self, "_holder", None)
+        if holder is not None:  # the heal's stop event ends its hold; its init_transactions is bounded (30 s)
+            holder.join(40.0)
         return {"targets": []}
 
 
