@@ -286,3 +286,24 @@ def test_novelty_is_credited_to_each_package_s_last_action_and_the_first_moments
     rewards = {(d["package"], d["at_s"]): d["reward_of_previous"] for d in s.decisions}
     assert rewards[("kill", 2.0)] == round(2 / 3, 4)  # a and b, both after kill's first action
     assert rewards[("pause", 3.0)] == 0.5  # b only
+
+
+def test_a_slow_metadata_look_does_not_slow_the_watch_s_ticks(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A look that waits on a paused broker (3 s here, scaled down) must not hold the tick back."""
+    from types import SimpleNamespace
+
+    from nemesis.guided.watch import StateWatch
+
+    def slow_look():  # type: ignore[no-untyped-def]
+        time.sleep(0.6)
+        return SimpleNamespace(leaders={0: 1}, isrs={0: [1, 2, 3]}, controller=1, error=None)
+
+    recorded = []
+    (tmp_path / "history.jsonl").write_text("")  # no acknowledged send yet: w0
+    recorder = SimpleNamespace(path=tmp_path / "history.jsonl", nemesis=lambda f, v: recorded.append((f, v)))
+    watch = StateWatch(SimpleNamespace(brokers=[]), recorder, "queue", tick_s=0.05, looker=slow_look)
+    watch.start()
+    time.sleep(1.0)
+    watch.stop()
+    assert watch.ticks >= 10  # at 0.05 s a tick, whatever the look takes
+    assert recorded and recorded[-1][1]["states"] == {"queue-0": "-|L:ctl|isr3|-|w0"}
