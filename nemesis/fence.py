@@ -34,7 +34,7 @@ HOLD_S = (1.0, 5.0)
 class FenceNemesis(Nemesis):
     name = "fence"
     faults = (FENCE,)
-    replay_keys = ("target", "targets", "id", "id_index", "hold_s")
+    replay_keys = ("target", "targets", "id", "id_index", "hold_s", "struck")
 
     def __init__(self) -> None:
         super().__init__()
@@ -65,6 +65,10 @@ class FenceNemesis(Nemesis):
     def apply(self, plan: dict[str, Any]) -> dict[str, Any]:
         assert self.cluster is not None
         value: dict[str, Any] = {"target": plan["target"], "targets": [], "hold_s": plan["hold_s"]}
+        if plan.get("replay") == "recorded targets" and not plan.get("struck"):
+            # Its target is an id, so `targets` is always empty: `struck` says whether the original
+            # opened a zombie (a replay once opened one where the original had skipped, a zombie still holding).
+            return self.skip(FENCE.start, value, "the run replayed skipped this start")
         if not plan.get("id"):
             return self.skip(FENCE.start, value, plan.get("why") or "no transactional id to open")
         if self.zombie is not None:
@@ -72,6 +76,7 @@ class FenceNemesis(Nemesis):
         value["id"] = plan["id"]
         if "id_index" in plan:
             value["id_index"] = plan["id_index"]
+        value["struck"] = True
         # Recorded as it strikes, before the look at the coordinator (a metadata request, 1-3 s under
         # load): a replay strikes at the recorded moment and would otherwise come that much late.
         self.struck_at = time.monotonic()
