@@ -38,7 +38,7 @@ class FenceNemesis(Nemesis):
 
     def __init__(self) -> None:
         super().__init__()
-        self.zombie: Any = None
+        self.holders: list[threading.Thread] = []  # each zombie's thread: open, hold, let go
 
     def decide(self, look: Any, rng: random.Random, given: dict[str, Any]) -> dict[str, Any]:
         ids = list(self.coordinated.get("transactional_ids", []))
@@ -71,8 +71,6 @@ class FenceNemesis(Nemesis):
             return self.skip(FENCE.start, value, "the run replayed skipped this start")
         if not plan.get("id"):
             return self.skip(FENCE.start, value, plan.get("why") or "no transactional id to open")
-        if self.zombie is not None:
-            return self.skip(FENCE.start, {**value, "id": plan["id"]}, "a zombie producer already holds an id")
         value["id"] = plan["id"]
         if "id_index" in plan:
             value["id_index"] = plan["id_index"]
@@ -84,9 +82,12 @@ class FenceNemesis(Nemesis):
         # The zombie lives on a thread of its own: its init_transactions waits up to 30 s for an
         # unavailable coordinator, and the package's next event must not wait with it (a replay's
         # second zombie came 3.2 s late behind its first).
-        self.zombie = self._holder = threading.Thread(target=self.hold, args=(plan["id"], self.struck_at + float(plan["hold_s"])),
-                                                      name="fence-zombie", daemon=True)
-        self._holder.start()
+        # Zombies may overlap (two restarted instances do): one still opening against a slow coordinator
+        # never makes the next start skip, which a replay, where it opened slower, could not repeat.
+        holder = threading.Thread(target=self.hold, args=(plan["id"], self.struck_at + float(plan["hold_s"])),
+                                  name="fence-zombie", daemon=True)
+        self.holders = [h for h in self.holders if h.is_alive()] + [holder]
+        holder.start()
         return value
 
     def hold(self, transactional_id: str, until: float) -> None:
@@ -102,16 +103,16 @@ class FenceNemesis(Nemesis):
         if producer is not None:
             self.stopping.wait(max(0.0, until - time.monotonic()))
         close_zombie(producer)
-        self.record(FENCE.stop, {"targets": [], **opened})
-        self.zombie = None
+        self.record(FENCE.stop, {"targets": [], "id": transactional_id, **opened})
 
     def teardown(self) -> dict[str, Any]:
         """A schedule's stop leaves the zombie to its own end (its hold, or its init_transactions' 30 s
         bound): waiting here made the package's next start 4.3 s late in a replay. The final heal (the
         runner has set `stopping`, which ends every hold) waits for it, bounded."""
-        holder = getattr(self, "_holder", None)
-        if holder is not None and self.stopping.is_set():
-            holder.join(40.0)
+        if self.stopping.is_set():
+            deadline = time.monotonic() + 40.0
+            for holder in self.holders:
+                holder.join(max(0.0, deadline - time.monotonic()))
         return {"targets": []}
 
 
