@@ -10,7 +10,7 @@ ends (fail or info) and opens a new producer under the same id, which fences the
 
 Each start draws one of the workload's transactional ids (`coordinated`: the txn and eos workloads)
 and opens the zombie on it (harness/cluster/zombie.py); the band `fence` ... `fenced` lasts while
-the zombie holds the id, a seeded 1-5 s, or until the stop. A workload with no transactional id gets
+the zombie holds the id, a seeded 1-5 s (or until the heal), on a thread of its own. A workload with no transactional id gets
 a `nemesis-skipped` event that says so.
 """
 

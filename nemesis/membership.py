@@ -68,7 +68,7 @@ class MembershipNemesis(ProcessNemesis):
             why = "no majority of brokers agrees on the ISRs" if lagging is None else f"under-replicated: {dict(list(lagging.items())[:6])}"
             return self.skip(self.start_f, value, f"the cluster is not whole ({why}); one disk at a time")
         node = nodes[0]
-        whole = not self.cluster.is_kraft or "controller" not in getattr(node, "roles", ())
+        whole = self.wipes_everything(node)
         value["wiped"] = "everything" if whole else "partition data (the metadata log and meta.properties stay)"
         value["pids"] = {str(node.node_id): node.pid_on_file()}
         self.record(self.start_f, value)
@@ -94,10 +94,15 @@ class MembershipNemesis(ProcessNemesis):
         polled = steps.poll(lambda: whole(), lambda ok: ok, WHOLE_WAIT_S, 1.0)
         self.record(WHOLE, {"targets": [node.node_id], "whole": polled.ok, "waited_s": round(polled.seconds, 2)})
 
+    def wipes_everything(self, node: Any) -> bool:
+        """Everything goes (and a KRaft broker is formatted again) unless the node holds a KRaft
+        controller's metadata log, which stays with `meta.properties` (see the module's doc)."""
+        assert self.cluster is not None
+        return not self.cluster.is_kraft or "controller" not in getattr(node, "roles", ())
+
     def undo_one(self, node: Any, whole: bool | None = None) -> None:
         assert self.cluster is not None
-        if whole is None:
-            whole = not self.cluster.is_kraft or "controller" not in getattr(node, "roles", ())
+        whole = self.wipes_everything(node) if whole is None else whole
         fmt = self.cluster.cluster_id if (whole and self.cluster.is_kraft) else None
         pid = node.start_process(format_cluster_id=fmt) if fmt else steps.start(node, supervised_by=self, why="disk swap")
         self.victims.pop(node.node_id, None)

@@ -68,6 +68,7 @@ class ReassignNemesis(Nemesis):
         self.in_flight: dict[str, Any] | None = None  # the move submitted and not verified done
         self.killed: int | None = None
         self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None  # starts the broker killed in flight again
 
     @property
     def version(self) -> str:
@@ -141,9 +142,8 @@ class ReassignNemesis(Nemesis):
         if plan["move"] == "reorder" and done and done[-1]["exit"] == 0:
             accepted, answer = leadership.elect_preferred(self.cluster, self.version, topic, int(partition))
             done[-1]["election"] = answer[-300:]
-        timer = getattr(self, "_timer", None)
-        if timer is not None:
-            timer.join(max(0.0, float(plan["restart_after_s"]) + 30.0))  # its moment, whatever the tool took
+        if self._timer is not None:
+            self._timer.join(max(0.0, float(plan["restart_after_s"]) + 30.0))  # its moment, whatever the tool took
         self.restart_killed()
         complete = bool(done) and all(s.get("complete") for s in done)
         self.record(REASSIGN.stop, {"targets": plan["targets"], "partition": plan["partition"], "steps": done,

@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analysis.explain.timeline import faults_from
-from harness.history.faults import KINDS, OPERATIONS
+from harness.history.faults import BY_START, OPERATIONS
 
 NS = 1_000_000_000
 BUCKET_NS = 100_000_000
@@ -82,7 +82,7 @@ def measure(spark: SparkSession, events: DataFrame, path: str, fmt: str, until_i
     nemesis = nemesis_events(spark, path, fmt)
     if not nemesis:
         return None
-    if not any(e["f"] in OPERATION_STARTS or e["f"] in {k.start for k in KINDS} for e in nemesis):
+    if not any(e["f"] in BY_START for e in nemesis):
         return None
     bs = buckets(events, until_index)
     # A band never ended runs to the history's last event (of the nemesis or of a client).

@@ -37,7 +37,7 @@ from harness.errors import ClusterError
 from harness.provision.kafka_jars import KafkaDistribution
 from harness.cluster.lossy_mount import LossyMount, unmount_disks
 from harness.cluster.node import KafkaNodeContainer, Node, network_address
-from harness.cluster.metadata_views import BrokerView, collect_views, majority_view
+from harness.cluster.metadata_views import AgreedMetadata, BrokerView, collect_views
 from harness.cluster.quorum import read_active_controller
 from harness.cluster.topics import request_topic
 from harness.provision.owner import run_labels, write_owner
@@ -63,7 +63,7 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-class KafkaCluster:
+class KafkaCluster(AgreedMetadata):
     """A Kafka cluster of `brokers` nodes; see the module docstring."""
 
     def __init__(
@@ -330,25 +330,6 @@ class KafkaCluster:
     def broker_views(self) -> dict[int, BrokerView]:
         """Each reachable broker's own metadata, keyed by broker id (see harness.cluster.metadata_views)."""
         return collect_views({b.node_id: f"127.0.0.1:{b.host_port}" for b in self.brokers})
-
-    def partition_state(self, topic: str) -> dict[int, dict[str, Any]]:
-        """Per partition: leader id, replica ids and in-sync replica ids (sorted), as a majority
-        of the answering brokers report them; {} while no majority agrees or the topic is unknown to it.
-
-        One broker's answer is not enough: an isolated broker keeps serving its stale cache."""
-        view = majority_view(self.broker_views(), topic)
-        return view.topics.get(topic, {}) if view is not None else {}
-
-    def leader_of(self, topic: str, partition: int) -> Node | None:
-        """The broker that leads `topic`/`partition` now, or None while it has no leader
-        (or no majority of brokers agrees on one)."""
-        state = self.partition_state(topic)
-        if not state:
-            return None
-        if partition not in state:
-            raise ClusterError(f"topic {topic!r} has no partition {partition} (it has {len(state)})")
-        leader = state[partition]["leader"]
-        return self.node(leader) if leader >= 0 else None
 
     def active_controller(self) -> Node | None:
         """The active controller, None during an election. KRaft: the quorum leader, read from the

@@ -49,19 +49,15 @@ def reorder_replicas(cluster: "KafkaCluster", version: str, topic: str, partitio
                      via: "Node | None" = None, timeout_s: int = 90) -> tuple[int, str]:
     """Rewrite the partition's replica order (same replicas; the first becomes the preferred leader)
     with Kafka's ReassignPartitionsCommand. Returns its exit code and output."""
-    by_broker = cluster.zookeeper is None or at_least(version, "2.5")  # KIP-455; 3.0 removed its --zookeeper
-    node = tool_node(cluster, via) if not by_broker else via
-    assert node is not None, "from 2.5 the reassignment tool runs against a live broker: give `via`"
+    if cluster.zookeeper is None or at_least(version, "2.5"):  # KIP-455; 3.0 removed its --zookeeper
+        assert via is not None, "from 2.5 the reassignment tool runs against a live broker: give `via`"
+        return reassign(cluster, version, topic, partition, ids, via, "execute", timeout_s=timeout_s)
+    node = tool_node(cluster)
     plan = json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": partition, "replicas": ids}]})
     path = "/opt/harness/node/reassign.json"
     node.exec(f"cat > {path} <<'EOF'\n{plan}\nEOF")
-    if by_broker:
-        main = ("org.apache.kafka.tools.reassign.ReassignPartitionsCommand" if at_least(version, "3.5")
-                else "kafka.admin.ReassignPartitionsCommand")
-        target = f"--bootstrap-server {node.hostname}:9092"
-    else:
-        main, target = "kafka.admin.ReassignPartitionsCommand", "--zookeeper localhost:2181"
-    return run_tool(node, main, f"{target} --reassignment-json-file {path} --execute", timeout_s)
+    return run_tool(node, "kafka.admin.ReassignPartitionsCommand",
+                    f"--zookeeper localhost:2181 --reassignment-json-file {path} --execute", timeout_s)
 
 
 def reassign(cluster: "KafkaCluster", version: str, topic: str, partition: int, ids: list[int], via: "Node",

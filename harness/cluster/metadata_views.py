@@ -106,3 +106,37 @@ def majority_view(views: dict[int, BrokerView], topic: str | None = None) -> Bro
     if holders * 2 <= len(views):
         return None
     return next(views[responder] for responder, k in keys.items() if k == key)
+
+
+class AgreedMetadata:
+    """What a cluster answers from its brokers' agreed view, for any cluster that has `broker_views()`
+    and `node(id)`: the clusters the harness starts (harness/cluster/kafka_cluster.py) and the ones it
+    is pointed at (harness/target/cluster.py) share these two, instead of a copy each."""
+
+    def broker_views(self) -> dict[int, BrokerView]:
+        raise NotImplementedError
+
+    def node(self, node_id: int) -> Any:
+        raise NotImplementedError
+
+    def partition_state(self, topic: str) -> Partitions:
+        """Per partition: leader id, replica ids and in-sync replica ids (sorted), as a majority
+        of the answering brokers report them; {} while no majority agrees or the topic is unknown to it.
+
+        One broker's answer is not enough: an isolated broker keeps serving its stale cache."""
+        view = majority_view(self.broker_views(), topic)
+        return view.topics.get(topic, {}) if view is not None else {}
+
+    def leader_of(self, topic: str, partition: int) -> Any:
+        """The broker that leads `topic`/`partition` now, or None while it has no leader
+        (or no majority of brokers agrees on one)."""
+        from harness.errors import ClusterError
+
+        state = self.partition_state(topic)
+        if not state:
+            return None
+        if partition not in state:
+            raise ClusterError(f"topic {topic!r} has no partition {partition} (it has {len(state)})")
+        leader = state[partition]["leader"]
+        return self.node(leader) if leader >= 0 else None
+

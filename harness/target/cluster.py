@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import Any, Self
 
 from harness.cluster.broker_config import NodeSpec
-from harness.cluster.metadata_views import BrokerView, collect_views, majority_view
+from harness.cluster.metadata_views import AgreedMetadata, BrokerView, collect_views
 from harness.cluster.node import Node
 from harness.cluster.quorum import parse_quorum_state
 from harness.cluster.ssh_transport import CommandTransport, DockerExecTransport, SshTransport
@@ -35,7 +35,7 @@ def make_transport(broker: BrokerTarget) -> CommandTransport:
                         str(a.known_hosts) if a.known_hosts else None, a.host_key_check, a.connect_timeout_s, **commands)
 
 
-class TargetCluster:
+class TargetCluster(AgreedMetadata):
     """See the module docstring. `run_id` tags what the run's faults leave on the hosts."""
 
     is_kraft = True
@@ -128,17 +128,6 @@ class TargetCluster:
     def broker_views(self) -> dict[int, BrokerView]:
         addresses = self.addresses or {b.node_id: self.bootstrap_servers() for b in self.brokers}
         return collect_views(addresses, settings=self.client_settings)
-
-    def partition_state(self, topic: str) -> dict[int, dict[str, Any]]:
-        view = majority_view(self.broker_views(), topic)
-        return view.topics.get(topic, {}) if view is not None else {}
-
-    def leader_of(self, topic: str, partition: int) -> Node | None:
-        state = self.partition_state(topic)
-        if not state or partition not in state:
-            return None
-        leader = state[partition]["leader"]
-        return self.node(leader) if leader >= 0 else None
 
     def active_controller(self) -> Node | None:
         """The KRaft quorum leader with the highest epoch, from the controllers' quorum-state files."""
