@@ -38,7 +38,9 @@ def test_a_replayed_run_hits_the_same_brokers_at_the_same_times(prepared, tmp_pa
     replayed = run(replay_config, faults=make_faults(replay_config)).run_dir
 
     first, second = fault_starts(original), fault_starts(replayed)
-    assert len(first) >= 3, first  # the schedule really fired
+    # The schedule really fired, one fault of each kind at least. Each package alternates strike and
+    # heal, and a killed broker's restart paces the next kill: CI under load saw 2 starts in 24 s.
+    assert {f for f, _, _ in first} == STARTS, first
     # A fault the original carried out late, past the time limit, is not repeated: the replay heals on time.
     assert len(first) - 1 <= len(second) <= len(first), (first, second)
     # Compared per fault kind: the kill and partition packages run on their own clocks, so two

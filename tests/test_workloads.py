@@ -81,7 +81,11 @@ def test_fault_free_queue_run_keeps_every_acknowledged_send(prepared, tmp_path: 
     events = read_history(run_dir / "history.jsonl")
     assert pq.read_table(run_dir / "history.parquet").num_rows == len(events)
     sends = Counter(e["type"] for e in events if e["f"] == "send" and e["type"] != "invoke")
-    assert sends["fail"] == 0 and sends["info"] == 0, sends  # fault-free: every send is acknowledged
+    # fault-free: every send is acknowledged. CI once saw every send of this run end info (29,998 of them,
+    # 2026-11-26, not reproduced alone): the message says with which errors, and when producers got ids.
+    assert sends["fail"] == 0 and sends["info"] == 0, (
+        sends, Counter(e.get("error") for e in events if e["f"] == "send" and e["type"] in ("fail", "info")).most_common(5),
+        [(e["process"], e["time"] / 1e9, e["value"]) for e in events if e["f"] == "producer"][:8])
     assert sends["ok"] >= 0.8 * 30 * 1000, f"only {sends['ok']} sends in 30 s at 1000/s"
     workload_reads = sum(len(e["value"]["records"]) for e in events
                          if e["f"] == "poll" and e["type"] == "ok" and e["process"] not in config["drain"]["processes"])
