@@ -164,8 +164,11 @@ def judge(run_dir: Path, record: RunRecord, history: History, counted: Counted, 
     group, group_why = rebalance_permitted(counted.counts, counted.across_rebalance or {}, record.subscribe is True)
     allow, rules = set(allow) | model | group, [*rules, *why, *group_why]
     ok_ops = sum((history.op_stats.get(f) or {}).get("ok", 0) for f in ("send", "txn", "poll"))
+    ended = [(history.op_stats.get(f) or {}) for f in ("send", "txn")]
+    writes = (sum(n for st in ended for t, n in st.items() if t != "invoke"), sum(st.get("ok", 0) for st in ended))
     v = decide(counted.counts, allow, complete, truncated=history.truncated, ops=history.count, ok_ops=ok_ops,
-               worker_errors=worker_errors(record), undrained=drain_undrained(record), unseen_drained=counted.unseen_drained)
+               worker_errors=worker_errors(record), undrained=drain_undrained(record), unseen_drained=counted.unseen_drained,
+               writes=writes)
     if record.subscribe is True:  # a kind partly across rebalances stays forbidden whole: say how much is
         for k in REBALANCE_KINDS:
             n, m = counted.counts.get(k, 0), (counted.across_rebalance or {}).get(k, 0)

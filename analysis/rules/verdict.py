@@ -27,6 +27,7 @@ def decide(
     worker_errors: list[str] | tuple[str, ...] = (),
     undrained: dict[str, str] | None = None,
     unseen_drained: int = 0,
+    writes: tuple[int, int] = (0, 0),
 ) -> Verdict:
     """invalid if any anomaly not permitted was found (unseen only counts when the final drain is
     known to have completed: before that an unseen record may merely be unread); otherwise
@@ -36,7 +37,9 @@ def decide(
     remain with the drain incomplete/unknown (`undrained`: the partitions it did not read to their
     end, and why, e.g. an offline partition on an old broker: issue 21); otherwise valid.
     `unseen_drained` counts the unseen records on partitions such a drain did read to their end:
-    those are forbidden as if the drain had completed.
+    those are forbidden as if the drain had completed. `writes` is (sends and txns that completed,
+    of which ok): when writes completed and none of them ok, nothing was acknowledged, so nothing
+    could be lost, and the verdict is unknown however many reads completed.
 
     Why an empty or clientless run is not valid (issue 19): a run whose producers all died at
     once (librdkafka's fatal _UNSUPPORTED_FEATURE against a 0.10 broker) acknowledged nothing,
@@ -62,6 +65,9 @@ def decide(
         reasons.append("the history holds no operations")
     elif ok_ops == 0:
         reasons.append("nothing to check: no write and no read completed ok (no ok send, txn or poll)")
+    elif writes[0] and not writes[1]:
+        reasons.append(f"nothing acknowledged: none of the {writes[0]} writes (sends and transactions) that completed "
+                       "completed ok, so none could be lost; the reads alone prove nothing")
     if worker_errors:
         reasons.append(f"{len(worker_errors)} client worker(s) died during the run, so the history lacks what they "
                        f"would have done (first: {str(worker_errors[0])[:200]})")

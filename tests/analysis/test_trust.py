@@ -32,6 +32,15 @@ def test_nothing_written_or_read_is_unknown_not_valid():
     assert decide(ZERO, set(), True, ops=2, ok_ops=1).verdict == "valid"
 
 
+def test_reads_without_one_acknowledged_write_are_unknown_not_valid():
+    # CI (2026-11-26) saw a fault-free run whose 29,998 sends all ended info while its consumers polled
+    # ok, empty: nothing acknowledged, nothing that could be lost, and the verdict said valid.
+    v = decide(ZERO, set(), True, ops=100, ok_ops=40, writes=(29998, 0))
+    assert v.verdict == "unknown" and "nothing acknowledged" in v.reasons[0] and "29998" in v.reasons[0]
+    assert decide(ZERO, set(), True, ops=100, ok_ops=40, writes=(29998, 1)).verdict == "valid"
+    assert decide(ZERO, set(), True, ops=100, ok_ops=40, writes=(0, 0)).verdict == "valid"  # no write ended: nothing said
+
+
 def test_dead_client_workers_make_the_verdict_unknown():
     v = decide(ZERO, set(), True, ops=10, ok_ops=10, worker_errors=["producer-0: KafkaException: _UNSUPPORTED_FEATURE"])
     assert v.verdict == "unknown" and "1 client worker(s) died" in v.reasons[0] and "_UNSUPPORTED_FEATURE" in v.reasons[0]
