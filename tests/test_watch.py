@@ -78,6 +78,19 @@ def test_no_broker_answering_is_unresponsive_after_the_bound_not_a_failure():
     assert "removed" in watch.check(start + 32)  # containers that vanish still fail the run
 
 
+def test_a_target_watch_shares_the_bound_and_names_the_listeners_that_went_silent():
+    from harness.target.watch import TargetWatch
+
+    target = SimpleNamespace(run_id="r", addresses={1: "127.0.0.1:1"}, target=SimpleNamespace(security=SimpleNamespace(tls=True)),
+                             bootstrap_servers=lambda: "127.0.0.1:1")
+    watch = TargetWatch(target, unreachable_after_s=30)
+    start = watch._last_answer
+    assert watch.check(start + 10) is None and watch.unresponsive is None  # nothing listens on port 1
+    watch.check(start + 31)
+    assert watch.unresponsive == "no broker has answered for 31 s (bound 30 s): the target's listeners 127.0.0.1:1"
+    assert watch.failure is None  # a target has no containers to vanish
+
+
 def test_the_probe_is_an_api_versions_v0_request():
     request = api_versions_request(7, b"me")
     size, key, version, correlation, length = struct.unpack(">ihhih", request[:14])

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -54,12 +55,19 @@ def api_versions_request(correlation_id: int, client_id: bytes = b"kh-watch") ->
     return struct.pack(">i", len(header)) + header
 
 
-def broker_answers(port: int, timeout_s: float = 1.5, host: str = "127.0.0.1") -> bool:
-    """True when a Kafka broker on host:port answers an ApiVersions request within the timeout."""
+def broker_answers(port: int, timeout_s: float = 1.5, host: str = "127.0.0.1", tls: bool = False) -> bool:
+    """True when a Kafka broker on host:port answers an ApiVersions request within the timeout. A TLS
+    listener is asked inside a TLS session (it answers no plaintext request); the handshake checks no
+    certificate: it asks whether a broker is there and trusts nothing it says."""
     correlation = int(time.monotonic_ns() & 0x7FFFFFFF)
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock:
-            sock.settimeout(timeout_s)
+        with socket.create_connection((host, port), timeout=timeout_s) as raw:
+            raw.settimeout(timeout_s)
+            sock: Any = raw
+            if tls:
+                context = ssl.create_default_context()
+                context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # liveness only
+                sock = context.wrap_socket(raw, server_hostname=host)
             sock.sendall(api_versions_request(correlation))
             reply = b""
             while len(reply) < 8:  # size, correlation id; at most 8 reads of one byte
@@ -67,32 +75,31 @@ def broker_answers(port: int, timeout_s: float = 1.5, host: str = "127.0.0.1") -
                 if not chunk:
                     return False
                 reply += chunk
-    except OSError:
+    except (OSError, ssl.SSLError):
         return False
     return struct.unpack(">ii", reply)[1] == correlation
 
 
-class ClusterWatch:
-    """See the module docstring. `failure` is None until the cluster is seen gone, then the reason."""
+class Watch:
+    """One background thread that looks every `period_s` (`look`, by the subclass) and keeps the
+    bound on silence: no broker answering for longer than `unreachable_after_s` sets `unresponsive`.
+    `failure` is None until the look returns a reason the cluster is gone; the thread then stops."""
 
-    def __init__(self, cluster: "KafkaCluster", unreachable_after_s: float = 60.0, period_s: float = 1.0,
-                 docker_silence_s: float = 20.0, client: Any = None) -> None:
-        self.run_id = cluster.run_id
-        self.containers = {n.container.get_wrapped_container().name: n.hostname for n in cluster.nodes}
-        self.ports = {b.node_id: b.host_port for b in cluster.brokers if b.host_port}
-        self.unreachable_after_s, self.period_s, self.docker_silence_s = unreachable_after_s, period_s, docker_silence_s
-        self.client = client
+    name = "watch"
+
+    def __init__(self, run_id: str, unreachable_after_s: float, period_s: float) -> None:
+        self.run_id = run_id
+        self.unreachable_after_s, self.period_s = unreachable_after_s, period_s
         self.failure: str | None = None
         self.failed_at: float | None = None  # time.monotonic() when the failure was seen
-        self.unresponsive: str | None = None  # why no broker answers (containers still running)
+        self.unresponsive: str | None = None  # why no broker answers
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._last_answer = self._last_docker = time.monotonic()
+        self._last_answer = time.monotonic()
 
-    def __enter__(self) -> "ClusterWatch":
-        self.client = self.client or docker.from_env()
-        self._last_answer = self._last_docker = time.monotonic()
-        self._thread = threading.Thread(target=self._loop, name=f"watch-{self.run_id}", daemon=True)
+    def __enter__(self) -> Any:
+        self._last_answer = time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name=f"{self.name}-{self.run_id}", daemon=True)
         self._thread.start()
         return self
 
@@ -106,26 +113,53 @@ class ClusterWatch:
             try:
                 reason = self.check(time.monotonic())
             except Exception as exc:  # a watch that dies must not take the run with it
-                log.warning("cluster watch of %s stopped: %s", self.run_id, exc)
+                log.warning("%s of %s stopped: %s", self.name, self.run_id, exc)
                 return
             if reason is not None:
                 self.failure, self.failed_at = reason, time.monotonic()
                 log.error("run %s: %s", self.run_id, reason)
 
     def check(self, now: float) -> str | None:
+        raise NotImplementedError
+
+    def heard(self, now: float, answered: bool, silent: str) -> None:
+        """Note whether a broker answered at `now`; past the bound, say once which went `silent`."""
+        if answered:
+            self._last_answer = now
+            return
+        quiet_s = now - self._last_answer
+        if quiet_s > self.unreachable_after_s and self.unresponsive is None:
+            self.unresponsive = f"no broker has answered for {quiet_s:.0f} s (bound {self.unreachable_after_s:.0f} s): {silent}"
+            log.warning("run %s: %s", self.run_id, self.unresponsive)
+
+
+class ClusterWatch(Watch):
+    """See the module docstring. `failure` is None until the cluster is seen gone, then the reason."""
+
+    name = "watch"
+
+    def __init__(self, cluster: "KafkaCluster", unreachable_after_s: float = 60.0, period_s: float = 1.0,
+                 docker_silence_s: float = 20.0, client: Any = None) -> None:
+        super().__init__(cluster.run_id, unreachable_after_s, period_s)
+        self.containers = {n.container.get_wrapped_container().name: n.hostname for n in cluster.nodes}
+        self.ports = {b.node_id: b.host_port for b in cluster.brokers if b.host_port}
+        self.docker_silence_s = docker_silence_s
+        self.client = client
+        self._last_docker = time.monotonic()
+
+    def __enter__(self) -> "ClusterWatch":
+        self.client = self.client or docker.from_env()
+        self._last_docker = time.monotonic()
+        return super().__enter__()
+
+    def check(self, now: float) -> str | None:
         """One look: the reason the cluster is gone, or None (`unresponsive` is set on the side)."""
         gone = self.containers_gone(now)
         if gone is not None:
             return gone
-        if any(broker_answers(port) for port in self.ports.values()):
-            self._last_answer = now
-            return None
-        silent = now - self._last_answer
-        if silent > self.unreachable_after_s and self.unresponsive is None:
-            self.unresponsive = (f"no broker has answered for {silent:.0f} s (bound {self.unreachable_after_s:.0f} s): "
-                                 f"every broker ({', '.join(f'127.0.0.1:{p}' for p in self.ports.values())}) is unreachable, "
-                                 "though its container runs")
-            log.warning("run %s: %s", self.run_id, self.unresponsive)
+        listeners = ", ".join(f"127.0.0.1:{p}" for p in self.ports.values())
+        self.heard(now, any(broker_answers(port) for port in self.ports.values()),
+                   f"every broker ({listeners}) is unreachable, though its container runs")
         return None
 
     def containers_gone(self, now: float) -> str | None:
