@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from analysis.report.dashboard import worst_band  # noqa: E402
 from harness.history.record import read_record  # noqa: E402
 
 
@@ -40,11 +41,9 @@ def rows(store: Path) -> list[dict]:
             continue
         results = json.loads((run / "results.json").read_text())
         g[results["verdict"]] = g.get(results["verdict"], 0) + 1
-        bands = (results.get("unavailability") or {}).get("bands") or []
-        ops = [b for b in bands if b.get("operation")] or bands  # a coordinator fault is a kill, pause or cut band
-        if ops:
-            worst = max(ops, key=lambda b: b["no_write_s"])
-            g["no_write"].append((worst["no_write_s"], run.name))
+        worst = worst_band(results)  # the dashboard's choice of band, so the two never disagree
+        if worst is not None:
+            g["no_write"].append((worst.get("no_write_s") or 0.0, run.name))
         for name, n in (results.get("counts") or {}).items():
             if n:
                 allowed = name in (results.get("allowed") or [])

@@ -105,12 +105,18 @@ def collect_runs(store: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _longest_unavailable(results: dict[str, Any] | None) -> dict[str, Any]:
-    """The run's longest stretch with no ok write during a fault band (results.json "unavailability"),
-    an operation's band first, as SREs ask after a rolling restart: "did clients notice?"; and which band."""
+def worst_band(results: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The fault band (results.json "unavailability") with the run's longest stretch of no ok write,
+    an operation's band first, as SREs ask after a rolling restart: "did clients notice?". A run with
+    no operation band (the coordinator package's kill, pause or cut) is measured on every band."""
     bands = ((results or {}).get("unavailability") or {}).get("bands") or []
     ops = [b for b in bands if b.get("operation")] or bands
-    worst = max(ops, key=lambda b: b.get("no_write_s") or 0.0, default=None)
+    return max(ops, key=lambda b: b.get("no_write_s") or 0.0, default=None)
+
+
+def _longest_unavailable(results: dict[str, Any] | None) -> dict[str, Any]:
+    """worst_band's figure and which band it was, for a dashboard row."""
+    worst = worst_band(results)
     if worst is None:
         return {"no_write": None, "no_write_during": None}
     return {"no_write": worst.get("no_write_s"), "no_write_during": f"{worst.get('label')} at {worst.get('start_s')} s"}
