@@ -139,6 +139,8 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
               help="queue workload: crash each producer after a random life of mean SECONDS and open a fresh one "
                    "(Jepsen's --crash-clients); a fresh writer goes to the leader of the moment.  [default: never]")
 @click.option("--kafka-version", default=D["kafka_version"], help="Kafka release (default: the pinned 4.x).")
+@click.option("--upgrade-to", default=D["upgrade_to"], metavar="VERSION",
+              help="With --nemesis upgrade: the release a rolling upgrade under load moves every node to (docs/nemesis.md).")
 @click.option("--nemesis", default=D["nemesis"], show_default=True, help="Comma-separated fault packages, or none (the packages are listed below).")
 @click.option("--nemesis-interval", default=D["nemesis_interval"], show_default=True, type=float, help="Mean seconds between a fault package's start and stop.")
 @click.option("--schedule", "scheduler", default=D["scheduler"], show_default=True, type=click.Choice(["random", "guided"]),

@@ -240,6 +240,8 @@ def _fault_label(f: str, value: dict[str, Any]) -> tuple[list[int], str]:
         name = f"partition {value['shape']}"
     if f == "node-stop":  # an operation's step: "roll: clean stop"
         name = f"{value.get('op') or 'operation'}: {value.get('how') or ''} stop".replace(":  ", ": ")
+    if value.get("to_version"):  # a rolling upgrade (nemesis/upgrade.py), a node's switch, or the features
+        name += f" ({value['from_version']} to {value['to_version']})" if value.get("from_version") else f" (to {value['to_version']})"
     label = f"{name} → broker{'s' if len(targets) != 1 else ''} {','.join(map(str, targets)) or '?'}"
     roles = _roles_text(value.get("roles"))
     return targets, f"{label} ({roles})" if roles else label

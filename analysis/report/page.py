@@ -144,9 +144,26 @@ def _facts(run_dir: Path, record: RecordLike, cluster: dict[str, Any] | None,
                  None: "no TLS"}.get(sec.get("tls_verify"), "?")
         facts.append(("target", f"{target.get('name')} at {target.get('bootstrap_servers')}: {sec.get('protocol')}"
                                 f"{' ' + str(sec['sasl_mechanism']) if sec.get('sasl_mechanism') else ''}, {trust}"))
+    upgrade = c.raw.get("upgrade") if isinstance(c.raw.get("upgrade"), dict) else None
+    if upgrade:  # a rolling upgrade (nemesis/upgrade.py): each node's version after the heal, the features finalized
+        facts.append(("rolling upgrade", upgrade_text(upgrade)))
     if c.failure:
         facts.append(("failure", c.failure))
     return facts
+
+
+def upgrade_text(upgrade: dict[str, Any]) -> str:
+    """'4.3.1 to 4.4.0; after the heal node 1 on 4.4.0, ...; features: finalized metadata.version=4.4-IV0, ...' or Kafka's refusal."""
+    nodes = upgrade.get("nodes") if isinstance(upgrade.get("nodes"), dict) else {}
+    feat = upgrade.get("features") if isinstance(upgrade.get("features"), dict) else {}
+    on = ", ".join(f"node {n} on {v}" + (" (rolled back)" if v != upgrade.get("to") else "") for n, v in nodes.items())
+    if not feat:
+        said = "not finalized (the upgrade did not reach that step)"
+    elif feat.get("refused"):
+        said = f"refused by Kafka (exit {feat.get('exit')}): {str(feat.get('answer') or '')[-300:]}"
+    else:
+        said = "finalized " + ", ".join(f"{k}={v}" for k, v in (feat.get("after") or {}).items() if k in (feat.get("wanted") or {}))
+    return f"{upgrade.get('from')} to {upgrade.get('to')}; after the heal {on or '?'}; features: {said}"
 
 
 def _op_text(op: dict[str, Any], clock: Any = None) -> str:

@@ -32,6 +32,7 @@ from testcontainers.core.config import testcontainers_config
 from testcontainers.core.network import Network
 
 from harness.provision.bootstrap import prepare
+from harness.cluster import versions
 from harness.cluster.broker_config import DATA_DIR, ZOOKEEPER_PORT, NodeSpec
 from harness.errors import ClusterError
 from harness.provision.kafka_jars import KafkaDistribution
@@ -78,6 +79,7 @@ class KafkaCluster(AgreedMetadata):
         work_dir: Path | str | None = None,
         ready_timeout_s: float = 120.0,
         lossy_data: bool = False, lossy_writeback_s: float | None = None,
+        upgrade_to: str | None = None,
     ) -> None:
         if not isinstance(brokers, int) or isinstance(brokers, bool) or not 1 <= brokers <= 9:
             raise ClusterError(f"brokers={brokers!r}: a cluster needs between 1 and 9 brokers.", hint="use brokers=3 for replication tests")
@@ -101,6 +103,7 @@ class KafkaCluster(AgreedMetadata):
         self._admin: AdminClient | None = None
         self.lossy_data, self.lossy_writeback_s = lossy_data, lossy_writeback_s  # see nemesis/power.py
         self.disks: dict[int, LossyMount] = {}  # node id -> the lossy mount that is its data directory
+        self.upgrade_to, self.upgrade = upgrade_to, None  # a rolling upgrade's second version (harness/cluster/versions.py)
 
     # --- lifecycle ------------------------------------------------------------
     def __enter__(self) -> Self:
@@ -125,6 +128,7 @@ class KafkaCluster(AgreedMetadata):
         prepared = prepare(self.kafka_version)
         self.distribution = prepared.kafka
         self.metadata = self._metadata_mode(self.distribution)
+        self.upgrade = versions.for_cluster(self.distribution, self.upgrade_to)  # B's jars mounted beside A's
         self.timings["prepare_s"] = time.monotonic() - began
         try:
             self._create_nodes(prepared.image)
@@ -185,6 +189,8 @@ class KafkaCluster(AgreedMetadata):
                 .with_node_dir(node_dir)
                 .with_network(self.network)
             )
+            if self.upgrade is not None:
+                self.upgrade.mount(container)
             if self.lossy_data and not spec.is_zookeeper:  # registered before mounting: stop() unmounts it
                 disk = self.disks[spec.node_id] = LossyMount(self.work_dir / "power" / str(spec.node_id), f"{self.run_id}:{spec.hostname}", self.lossy_writeback_s)
                 container.with_volume_mapping(str(disk.mount().mountpoint), DATA_DIR, "rw")
@@ -203,6 +209,8 @@ class KafkaCluster(AgreedMetadata):
             node.write_files(self.distribution.logging, broker_specs, controller_specs,
                              zookeeper_connect=None if self.is_kraft else f"zookeeper:{ZOOKEEPER_PORT}",
                              overrides=self.broker_config if spec.is_broker else None)
+            if self.upgrade is not None:
+                self.upgrade.prepare(node_dir / "conf")
 
     def _start_processes(self) -> None:
         if self.zookeeper is not None:
@@ -293,6 +301,7 @@ class KafkaCluster(AgreedMetadata):
             "run_id": self.run_id,
             "cluster_id": self.cluster_id,
             "kafka_version": self.distribution.version,
+            **({"upgrade_to": self.upgrade_to} if self.upgrade_to else {}),
             "bootstrap_servers": self.bootstrap_servers(),
             "brokers": [
                 {"node_id": n.node_id, "hostname": n.hostname, "roles": list(n.roles), "host_port": n.host_port,

@@ -29,12 +29,13 @@ def at_least(version: str, floor: str) -> bool:
     return parse_version(version) >= parse_version(floor + ".0" * (2 - floor.count(".")))
 
 
-def run_tool(node: "Node", main: str, args: str, timeout_s: int = 90) -> tuple[int, str]:
+def run_tool(node: "Node", main: str, args: str, timeout_s: int = 90, libs: str = KAFKA_LIBS) -> tuple[int, str]:
     """Run one of Kafka's command-line tools (a JVM: 2-6 s on the 2-core machine) inside `node`'s
-    container; return its exit code and output."""
+    container, from the jars at `libs` (a rolling upgrade's new version: harness/cluster/versions.py);
+    return its exit code and output."""
     from harness.cluster.node import JDK17_OPENS
 
-    return node.exec(f"timeout {timeout_s} java -Xmx192m {JDK17_OPENS} -cp '{KAFKA_LIBS}/*' {main} {args} 2>&1")
+    return node.exec(f"timeout {timeout_s} java -Xmx192m {JDK17_OPENS} -cp '{libs}/*' {main} {args} 2>&1")
 
 
 def tool_node(cluster: "KafkaCluster", via: "Node | None" = None) -> "Node":

@@ -41,12 +41,15 @@ cd {node_dir}
 # yet, and a roll's restart 1 s after its kill then started nothing (2026-11-26, run 20261126T015316-c1f2f4:
 # broker 3 down for 93 s, until the heal).
 if [ -s kafka.pid ] && state=$(ps -o stat= -p "$(cat kafka.pid)" 2>/dev/null) && [ "${{state#Z}}" = "$state" ]; then cat kafka.pid; exit 0; fi
+# The jars and their logging option; a rolling upgrade names others in run.env (harness/cluster/versions.py).
+LIBS='{libs}' LOG_OPT='{log_opt}'
+if [ -s run.env ]; then . ./run.env; fi
 if [ "${{1:-}}" = "--format" ]; then
-  java -cp '{libs}/*' {log_opt} kafka.tools.StorageTool format --ignore-formatted -t "$2" -c conf/server.properties > format.log 2>&1 || {{ cat format.log; exit 3; }}
+  java -cp "$LIBS/*" $LOG_OPT kafka.tools.StorageTool format --ignore-formatted -t "$2" -c conf/server.properties > format.log 2>&1 || {{ cat format.log; exit 3; }}
 fi
-echo "--- start $(date -u +%FT%TZ)" >> stdout.log
+echo "--- start $(date -u +%FT%TZ) jars $LIBS" >> stdout.log
 LD_PRELOAD={faketime} FAKETIME_TIMESTAMP_FILE={node_dir}/clock/offset FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0 FAKETIME_CACHE_DURATION=1 \\
-  nohup java {jvm_opts} {log_opt} -cp '{libs}/*' {main} >> stdout.log 2>&1 < /dev/null &
+  nohup java {jvm_opts} $LOG_OPT -cp "$LIBS/*" {main} >> stdout.log 2>&1 < /dev/null &
 echo $! > kafka.pid
 cat kafka.pid
 """
@@ -64,6 +67,20 @@ def start_script(log_opt: str, main: str = KAFKA_MAIN, heap: str = DEFAULT_HEAP)
     """The node's start script; `main` is the JVM's main class and arguments (Kafka or ZooKeeper)."""
     jvm_opts = f"{heap} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true -Dkafka.logs.dir={NODE_DIR} {JDK17_OPENS}"
     return START_SCRIPT.format(node_dir=NODE_DIR, libs=KAFKA_LIBS, log_opt=log_opt, faketime=FAKETIME_LIB, jvm_opts=jvm_opts, main=main)
+
+
+# The JVM option that reads each kind of logging config (a node's conf/, written by write_logging).
+LOG_OPTS = {"log4j2": f"-Dlog4j2.configurationFile={NODE_DIR}/conf/log4j2.properties",
+            "log4j1": f"-Dlog4j.configuration=file:{NODE_DIR}/conf/log4j.properties"}
+
+
+def write_logging(conf: Path, logging: str) -> str:
+    """Write the logging config of kind `logging` (log4j2 or log4j1) into `conf`; the JVM option that reads it."""
+    if logging == "log4j2":
+        (conf / "log4j2.properties").write_text(log4j2_properties())
+    else:
+        (conf / "log4j.properties").write_text(log4j1_properties())
+    return LOG_OPTS["log4j2" if logging == "log4j2" else "log4j1"]
 
 
 class KafkaNodeContainer(DockerContainer):
@@ -85,8 +102,9 @@ class KafkaNodeContainer(DockerContainer):
             self.ports[f"{EXTERNAL_PORT}/tcp"] = ("127.0.0.1",)  # loopback only, random host port
         return self
 
-    def with_kafka_libs(self, libs: Path) -> "KafkaNodeContainer":
-        return self.with_volume_mapping(str(libs), KAFKA_LIBS, "ro")
+    def with_kafka_libs(self, libs: Path, at: str = KAFKA_LIBS) -> "KafkaNodeContainer":
+        """Mount a version's jars read-only (a rolling upgrade's second version goes beside the first)."""
+        return self.with_volume_mapping(str(libs), at, "ro")
 
     def with_node_dir(self, node_dir: Path) -> "KafkaNodeContainer":
         return self.with_volume_mapping(str(node_dir), NODE_DIR, "rw")
@@ -151,12 +169,7 @@ class Node:
             (conf / "server.properties").write_text(server_properties(
                 self.spec, controllers=controller_specs, broker_count=len(broker_specs), host_port=self.host_port,
                 zookeeper_connect=zookeeper_connect, overrides=overrides))
-        if logging == "log4j2":
-            (conf / "log4j2.properties").write_text(log4j2_properties())
-            log_opt = f"-Dlog4j2.configurationFile={NODE_DIR}/conf/log4j2.properties"
-        else:
-            (conf / "log4j.properties").write_text(log4j1_properties())
-            log_opt = f"-Dlog4j.configuration=file:{NODE_DIR}/conf/log4j.properties"
+        log_opt = write_logging(conf, logging)
         script = self.node_dir / "start.sh"
         script.write_text(start_script(log_opt, main=main))
         script.chmod(0o755)

@@ -44,11 +44,15 @@ NODE_DOWN = FaultKind("node stopped by an operation", "node-stop", "node-start")
 FENCE = FaultKind("zombie producer", "fence", "fenced")
 REASSIGN = FaultKind("partition reassignment", "reassign", "reassigned")
 DISK_SWAP = FaultKind("data disk replaced", "disk-swap", "disk-swapped")  # nemesis/membership.py
+# A rolling upgrade (nemesis/upgrade.py): every node restarted on a new version's jars, then Kafka's
+# feature levels finalized (FeatureCommand upgrade), a band of its own inside the upgrade's.
+UPGRADE = FaultKind("rolling upgrade", "upgrade", "upgraded")
+FEATURES = FaultKind("feature upgrade", "finalize-features", "features-finalized")
 
 KINDS = (PARTITION, LOSS, KILL, PAUSE, CLOCK_BUMP, CLOCK_STROBE, CUT, POWER, DISK_EIO_WRITE, DISK_EIO_READ, DISK_FULL, TRANSFER,
-         ROLL, NODE_DOWN, FENCE, REASSIGN, DISK_SWAP)
+         ROLL, NODE_DOWN, FENCE, REASSIGN, DISK_SWAP, UPGRADE, FEATURES)
 # The kinds that are operations: results.json and the report measure clients' unavailability during each.
-OPERATIONS = (ROLL, FENCE, REASSIGN, DISK_SWAP)
+OPERATIONS = (ROLL, FENCE, REASSIGN, DISK_SWAP, UPGRADE)
 BY_START = {k.start: k for k in KINDS}
 STOPS = {k.stop for k in KINDS}
 HEAL = "heal"  # the fault runner's final event: every fault healed (value: what each package did)

@@ -28,6 +28,9 @@ class RunConfig:
     profile: str = "safe"
     brokers: int = 3
     kafka_version: str | None = None
+    # A rolling upgrade's new version (the `upgrade` package, nemesis/upgrade.py): its jars are mounted
+    # in every node beside --kafka-version's (harness/cluster/versions.py).
+    upgrade_to: str | None = None
     time_limit_s: float = 60.0
     rate: float = 1000.0
     seed: int = 0
@@ -116,6 +119,13 @@ class RunConfig:
                                hint="add --subscribe, or leave --group-protocol out")
         if self.scheduler not in SCHEDULERS:
             raise HarnessError(f"unknown schedule {self.scheduler!r}.", hint=f"use --schedule {' or --schedule '.join(SCHEDULERS)}")
+        packages = {p.strip() for p in str(self.nemesis).split(",")}
+        if self.upgrade_to and "upgrade" not in packages:
+            raise HarnessError(f"--upgrade-to {self.upgrade_to} is given, but the upgrade package is not in --nemesis {self.nemesis}.",
+                               hint="add upgrade to --nemesis (e.g. --nemesis upgrade or upgrade,kill), or leave --upgrade-to out")
+        if "upgrade" in packages and not self.upgrade_to:
+            raise HarnessError("--nemesis upgrade needs the version to upgrade to.",
+                               hint="add --upgrade-to VERSION, newer than --kafka-version (e.g. --kafka-version 4.1.1 --upgrade-to 4.4.0)")
         if not 0 <= self.controllers <= 5:
             raise HarnessError(f"controllers={self.controllers}: use 0 (every broker is also a controller) or 1 to 5.",
                                hint="e.g. --controllers 3, the layout of a production KRaft cluster")

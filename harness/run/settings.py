@@ -24,7 +24,8 @@ FIELDS = {"time_limit": "time_limit_s", "drain_timeout": "drain_timeout_s", "nem
           "crash_clients": "crash_clients_s"}
 # The run's own settings; each fault package's settings (partition_targets, ...) are declared by the
 # package (nemesis/registry.py) and added by `defaults()` and `list_keys()`.
-_SETTINGS = ("store", "workload", "profile", "brokers", "kafka_version", "time_limit", "rate", "seed", "partitions",
+_SETTINGS = ("store", "workload", "profile", "brokers", "kafka_version", "upgrade_to", "time_limit", "rate", "seed",
+             "partitions",
              "producers", "consumers", "subscribe", "abort_probability", "drain_timeout", "nemesis", "nemesis_interval",
              "allow_worker_errors", "compare_replicas", "crash_clients", "power_writeback_s", "client", "client_version",
              "group_protocol", "controllers", "scheduler", "observe")
@@ -115,7 +116,8 @@ def read_replay(path: Path) -> dict[str, Any]:
     client = record.raw.get("client") if isinstance(record.raw.get("client"), dict) else {}
     values.update({k: v for k, v in (("client", client.get("name")), ("client_version", client.get("version")),
                                      ("group_protocol", record.raw.get("group_protocol")),
-                                     ("controllers", record.raw.get("controllers"))) if v is not None})
+                                     ("controllers", record.raw.get("controllers")),
+                                     ("upgrade_to", record.raw.get("upgrade_to"))) if v is not None})
     settings = replayed(record.raw.get("settings") if isinstance(record.raw.get("settings"), dict) else None)
     values.update({key: settings[scope] for key, scope in CONFIG_SCOPES.items() if scope in settings})
     values["replay_of"] = str(path.resolve())
@@ -166,7 +168,8 @@ def run_config(values: dict[str, Any], command_line: list[str] | None = None) ->
     v = {**defaults(), **{k: x for k, x in values.items() if x is not None or k == "kafka_version"}}
     return RunConfig(
         store=Path(v["store"]), workload=v["workload"], profile=v["profile"], brokers=int(v["brokers"]),
-        kafka_version=v.get("kafka_version"), time_limit_s=float(v["time_limit"]), rate=float(v["rate"]),
+        kafka_version=v.get("kafka_version"), upgrade_to=v.get("upgrade_to"), time_limit_s=float(v["time_limit"]),
+        rate=float(v["rate"]),
         seed=int(v["seed"]), partitions=int(v["partitions"]), producers=int(v["producers"]),
         consumers=int(v["consumers"]), subscribe=bool(v["subscribe"]),
         abort_probability=float(v["abort_probability"]), drain_timeout_s=float(v["drain_timeout"]),

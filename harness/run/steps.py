@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, TypeVar
 
 from harness.cluster import KafkaCluster
+from harness.cluster.versions import resolve_target
 from harness.cluster.watch import ClusterWatch
 from harness.errors import ClusterError
 from harness.history import Recorder
@@ -197,6 +198,7 @@ class RunSteps:
         config.check()
         profile = get_profile(config.profile).for_brokers(config.brokers)  # resolved once, here
         version = resolve_kafka_version(config.kafka_version)
+        resolve_target(version, config.upgrade_to)  # a ZooKeeper-era A, an older B, a B Maven lacks: exit 2 now
         refuse_unsupported(profile, config.workload, version)  # e.g. safe (idempotence) on 0.10.2.2: exit 2 now
         profile = effective_profile(config, profile, version)  # the user's settings on top, checked: exit 2 now
         return cls(config, faults, progress or (lambda phase, rec: None), profile, version)
@@ -205,7 +207,8 @@ class RunSteps:
         """config.json as it starts: everything that reproduces the run (the drain's outcome comes later)."""
         config, faults, profile = self.config, self.faults, self.profile
         return {
-            "seed": config.seed, "kafka_version": self.version, "brokers": config.brokers, "workload": config.workload,
+            "seed": config.seed, "kafka_version": self.version, "upgrade_to": config.upgrade_to, "brokers": config.brokers,
+            "workload": config.workload,
             "profile": profile.as_dict(), "rate": config.rate, "time_limit_s": config.time_limit_s,
             "partitions": config.partitions, "replication_factor": profile.replication_factor,
             "producers": config.producers, "consumers": config.consumers, "subscribe": config.subscribe,
@@ -230,7 +233,7 @@ class RunSteps:
         self.cluster = rd.own(KafkaCluster(brokers=config.brokers, kafka_version=self.version, run_id=rd.run_id, work_dir=rd.path,
                                            broker_config=config.settings.get("broker"), controllers=config.controllers,
                                            lossy_data=faults is not None and "lossy_data" in faults.requires,
-                                           lossy_writeback_s=config.power_writeback_s))  # nemesis/registry.py: requires
+                                           lossy_writeback_s=config.power_writeback_s, upgrade_to=config.upgrade_to))  # nemesis/registry.py: requires
         self.seconds["cluster_ready"] = time.monotonic() - began
         rd.write("cluster.json", self.cluster.describe())
         self.watch = rd.own(ClusterWatch(self.cluster, unreachable_after_s=unreachable_bound(faults)))  # exits before the cluster
@@ -279,6 +282,8 @@ class RunSteps:
         self.phases["heal"] = round(self.recorder.elapsed_ns() / 1e9, 3)
         self.record["heal"] = watched(self.watch, self.workload, self.faults.heal_and_stop)
         self.record["nemesis_config"] = self.faults.describe()  # the schedule as executed: times and targets
+        if getattr(self.cluster, "upgrade", None) is not None:  # each node's version after the heal, and the features finalized
+            self.record["upgrade"] = self.cluster.upgrade.describe(self.cluster.nodes)
         self.seconds["heal"] = time.monotonic() - began
 
     def drain(self) -> None:
