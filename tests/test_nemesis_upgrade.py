@@ -158,8 +158,9 @@ def test_a_later_start_upgrades_only_what_is_left_then_skips(tmp_path):
     assert [(s["who"], s["to"]) for s in plan["steps"]] == [(2, "4.4.0")]
     cluster.upgrade.use(cluster.node(2), "4.4.0")
     assert nemesis.decide(None, random.Random(1), {})["steps"] == []  # the features are still to finalize
-    nemesis.finalized = True
-    assert "finalized" in nemesis.decide(None, random.Random(1), {})["skipped"]
+    nemesis.finalized, nemesis.downgraded = True, False
+    for seed in range(8):  # never a roll-back once B's levels are finalized: A cannot read B's metadata
+        assert "finalized" in nemesis.decide(None, random.Random(seed), {})["skipped"]
     assert "--upgrade-to" in made(FakeCluster(tmp_path / "bare", upgrade=False)).decide(None, random.Random(1), {})["skipped"]
 
 
@@ -286,13 +287,17 @@ def test_the_report_says_each_node_s_version_and_kafka_s_answer():
 @pytest.mark.docker
 @pytest.mark.chaos
 def test_a_rolling_upgrade_under_load_ends_on_b_with_the_features_decided(prepared, spark, tmp_path, report_figure):
-    """4.3.1 -> 4.4.0 (both cached by the nightly matrix), 3 brokers, a queue workload of 90 s."""
+    """4.3.1 -> 4.4.0 (both cached by the nightly matrix), 3 brokers, a queue workload of 150 s: on this
+    2-core machine at load ~20 each node's step took 25-40 s (a clean stop of 6-9 s, then the ISRs full
+    again 14-30 s later), so 120 s could end the upgrade before its last node. Seed 1 rolls broker 3
+    back to 4.3.1, and Kafka must refuse 4.4's metadata.version (or, when the fault phase ended first,
+    the roll-back is dropped and the features finalized)."""
     from analysis.checking.checker import check_run
     from harness.history import read_history
     from harness.run.settings import make_faults
     from harness.run.steps import run
 
-    values = {"store": str(tmp_path), "time_limit": 90, "rate": 300, "seed": 2, "partitions": 4, "workload": "queue",
+    values = {"store": str(tmp_path), "time_limit": 150, "rate": 300, "seed": 1, "partitions": 4, "workload": "queue",
               "kafka_version": "4.3.1", "upgrade_to": "4.4.0", "nemesis": "upgrade", "nemesis_interval": 6}
     config = run_config(values, command_line=[])
     result = run(config, faults=make_faults(config))
