@@ -21,9 +21,8 @@ node runs from each moment on: `upgrade` names every node's version as it begins
 its `from_version` and `to_version`, each `node-start` the `versions` it started on, `upgraded` the
 versions and features at its end, and config.json's `upgrade` each node's version after the heal.
 When the fault phase ends, an upgrade in progress finishes the node it is on and drops the rest
-(`aborted`); when only the roll-back is left (`downgrade_dropped`), every node runs B and the
-features are still finalized. The heal starts any node the upgrade left down, on the version it
-was switched to.
+(`aborted`, `downgrade_dropped`) and the finalize (`finalize_dropped`). The heal starts any node the
+upgrade left down, on the version it was switched to.
 A replay repeats the recorded steps (nodes, versions, `after_s`) and the finalize's `finalize_after_s`.
 """
 
@@ -97,11 +96,15 @@ class UpgradeNemesis(RollNemesis):
             return self.skip(UPGRADE.start, {"target": plan.get("target", "all"), "targets": []}, plan["skipped"])
         rolled = super().apply(plan)
         left = plan["steps"][len(rolled["steps"]):]
-        # The fault phase ended (aborted): the remaining steps are dropped. With only the roll-back left
-        # every node runs B, and the finalize still comes: one request, the step that ends an upgrade.
-        feats = self.finalize(self.anchor, plan.get("finalize_after_s")) if all(s.get("downgrade") for s in left) else None
+        # Once the fault phase has ended (the heal began during the last node's step, or before the
+        # steps left: aborted) the features are left as they are: a finalize then ran on after the
+        # heal had given up waiting for this thread, into the drain and the teardown (run
+        # 20261126T060918-252c0a: its answer was never recorded).
+        ended = self.stopping.is_set()
+        feats = None if ended else self.finalize(self.anchor, plan.get("finalize_after_s"))
         self.record(UPGRADE.stop, {**self.rolled, "versions": self.versions(),
                                    **({"downgrade_dropped": True} if any(s.get("downgrade") for s in left) else {}),
+                                   **({"finalize_dropped": "the fault phase ended first"} if ended else {}),
                                    "features": None if feats is None else {k: feats.get(k) for k in ("exit", "refused", "after")},
                                    "took_s": round(time.monotonic() - self.anchor, 2)})
         return {**rolled, "finalize_after_s": None if feats is None else feats["after_s"]}
