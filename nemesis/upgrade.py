@@ -122,7 +122,7 @@ class UpgradeNemesis(RollNemesis):
         return {**done, "to": step["to"], **({"downgrade": True} if step.get("downgrade") else {})}
 
     def finalize(self, anchor: float, after_s: float | None) -> dict[str, Any]:
-        """Kafka's feature upgrade (harness/cluster/versions.py finalize) as a band of its own."""
+        """Kafka's feature upgrade (harness/cluster/features.py finalize) as a band of its own."""
         assert self.cluster is not None and self.upgrade is not None
         if after_s is not None:  # a replay: the recorded moment, never before
             steps.wait_until(anchor + float(after_s))
