@@ -102,6 +102,8 @@ class UpgradeNemesis(RollNemesis):
         # 20261126T060918-252c0a: its answer was never recorded).
         ended = self.stopping.is_set()
         feats = None if ended else self.finalize(self.anchor, plan.get("finalize_after_s"))
+        if ended and not self.upgrade.features:  # config.json says why nothing was finalized
+            self.upgrade.features = {"dropped": "the fault phase ended before the finalize"}
         self.record(UPGRADE.stop, {**self.rolled, "versions": self.versions(),
                                    **({"downgrade_dropped": True} if any(s.get("downgrade") for s in left) else {}),
                                    **({"finalize_dropped": "the fault phase ended first"} if ended else {}),

@@ -232,6 +232,7 @@ def test_the_end_of_the_fault_phase_drops_the_rest_and_the_finalize(tmp_path, mo
     ended = nemesis.recorder[-1][1]
     assert value["aborted"] and ended["aborted"] and taken == [1, 2, 3][:ends_after]
     assert ended["features"] is None and value["finalize_after_s"] is None and ended["finalize_dropped"]
+    assert "fault phase ended" in cluster.upgrade.features["dropped"]  # config.json's upgrade.features says why
     assert ended.get("downgrade_dropped") is True and FEATURES.start not in [f for f, _ in nemesis.recorder]
 
 
@@ -278,6 +279,8 @@ def test_the_report_says_each_node_s_version_and_kafka_s_answer():
     done = {"from": "4.1.1", "to": "4.4.0", "nodes": {"1": "4.4.0"},
             "features": {"exit": 0, "wanted": {"metadata.version": 33}, "after": {"metadata.version": "4.4-IV0", "group.version": "1"}}}
     assert upgrade_text(done).endswith("features: finalized metadata.version=4.4-IV0")
+    dropped = {**done, "features": {"dropped": "the fault phase ended before the finalize"}}
+    assert upgrade_text(dropped).endswith("features: not finalized (the fault phase ended before the finalize)")
     _, label = _fault_label("node-stop", {"targets": [2], "op": "upgrade", "how": "clean", "from_version": "4.1.1", "to_version": "4.4.0"})
     assert label == "upgrade: clean stop (4.1.1 to 4.4.0) → broker 2"
 

@@ -157,8 +157,8 @@ def upgrade_text(upgrade: dict[str, Any]) -> str:
     nodes = upgrade.get("nodes") if isinstance(upgrade.get("nodes"), dict) else {}
     feat = upgrade.get("features") if isinstance(upgrade.get("features"), dict) else {}
     on = ", ".join(f"node {n} on {v}" + (" (rolled back)" if v != upgrade.get("to") else "") for n, v in nodes.items())
-    if not feat:
-        said = "not finalized (the upgrade did not reach that step)"
+    if not feat or feat.get("dropped"):
+        said = f"not finalized ({feat.get('dropped') or 'the upgrade did not reach that step'})"
     elif feat.get("refused"):
         said = f"refused by Kafka (exit {feat.get('exit')}): {str(feat.get('answer') or '')[-300:]}"
     else:
