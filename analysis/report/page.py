@@ -94,10 +94,11 @@ def _facts(run_dir: Path, record: RecordLike, cluster: dict[str, Any] | None,
                  if prof is not None else (run.get("profile") or "safe (no config.json)"))
     seconds = c.seconds
     nem = c.nemesis if c.nemesis is not None else run.get("nemesis")
+    version = c.kafka_version or (cluster or {}).get("kafka_version") or run.get("kafka_version")
     facts = [
         ("run id", c.run_id or run_dir.name),
         ("status", c.status or "unknown"),
-        ("Kafka version", c.kafka_version or (cluster or {}).get("kafka_version") or run.get("kafka_version")),
+        ("Kafka version", f"{version}, upgraded to {c.raw['upgrade_to']} under load (below)" if c.raw.get("upgrade_to") else version),
         ("brokers", c.brokers if c.brokers is not None else len((cluster or {}).get("brokers") or []) or None),
         ("workload", f"{c.workload or run.get('workload', '?')}: topic {_or(c.topic)}, "
                      f"{_or(c.partitions)} partitions × RF {_or(c.replication_factor)}, "
