@@ -53,7 +53,12 @@ def list_(as_json: bool) -> None:
 @click.option("--kafka-version", default=None, help="Kafka version (default: the harness default).")
 @click.option("--store", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True, help="Where run directories go.")
 @click.option("--check/--no-check", default=False, help="Also run the normal (Spark) checker: writes results.json.")
-def run(name: str, kafka_version: str | None, store: Path, check: bool) -> None:
+@click.option("--client", default="librdkafka", show_default=True, metavar="NAME",
+              help="The Kafka client of the scenario's driven clients, as `run --client`: librdkafka or java. "
+                   "Only the kafka17754-* scenarios take java; the others refuse it.")
+@click.option("--client-version", default=None, metavar="VERSION",
+              help="kafka-clients version for --client java (default: the newest 4.x served); librdkafka's is the installed one.")
+def run(name: str, kafka_version: str | None, store: Path, check: bool, client: str, client_version: str | None) -> None:
     """Run scenario NAME once; print its summary and the run directory."""
     from harness.scenarios import get_scenario
     from harness.scenarios.runner import run_scenario
@@ -63,7 +68,7 @@ def run(name: str, kafka_version: str | None, store: Path, check: bool) -> None:
         s = get_scenario(name)
         if not s.runnable:
             raise HarnessError(f"scenario {name} is not runnable: {s.reason}")
-        run_dir = run_scenario(s, kafka_version, store, command_line=sys.argv)
+        run_dir = run_scenario(s, kafka_version, store, command_line=sys.argv, client=client, client_version=client_version)
     except HarnessError as exc:
         _fail(exc.message, exc.hint or None)
         return

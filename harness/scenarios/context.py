@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable
 
 from confluent_kafka import ElectionType, KafkaException
@@ -31,7 +32,7 @@ from harness.cluster.node import Node
 from harness.scenarios import Scenario
 from nemesis import steps
 from workloads.clients import ConsumerClient, ProcessIds, ProducerClient
-from workloads.drivers.base import ClientError, ClientException
+from workloads.drivers.base import ClientError, ClientException, Driver
 from workloads.profiles import PROFILES, Profile
 from workloads.drain import drain_one, high_watermarks
 
@@ -78,8 +79,12 @@ class ScenarioContext:
     and D is the controller's node."""
 
     def __init__(self, cluster: KafkaCluster, recorder: Recorder, profile: Profile, kafka_version: str,
-                 controller_apart: bool = False) -> None:
+                 controller_apart: bool = False, driver: Driver | None = None, client_log: Path | None = None) -> None:
         self.cluster, self.recorder, self.profile, self.version = cluster, recorder, profile, kafka_version
+        # The client driver (`scenario run --client`) of the scenarios that take one (runner.clients_of);
+        # None: librdkafka, which every other scenario's writes and all the readers use. `client_log`:
+        # where a driver whose client logs on its own (the Java client) writes that log.
+        self.driver, self.client_log = driver, client_log
         self.topic = TOPIC
         self.pids = ProcessIds()
         self.steps: list[dict[str, Any]] = []
@@ -113,6 +118,12 @@ class ScenarioContext:
     def roles(self) -> dict[str, int]:
         named = {"A": self.A.node_id, "B": self.B.node_id, "C": self.C.node_id}
         return named | ({"D": self.D.node_id} if self.D is not None else {})
+
+    def client_record(self) -> dict[str, Any]:
+        """Which client the scenario's driven clients ran, and its library versions (scenario.json)."""
+        if self.driver is None:
+            return {"name": "librdkafka", "versions": None}
+        return {"name": self.driver.name, "versions": self.driver.versions()}
 
     def at_least(self, version: str) -> bool:
         return leadership.at_least(self.version, version)

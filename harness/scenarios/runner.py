@@ -4,6 +4,7 @@ lifecycle (config.json, FAILED, tearing down) is harness/run/directory.py's, as 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -17,15 +18,54 @@ from harness.provision.settings import kafka_version as resolve_kafka_version
 from harness.run.directory import RunDirectory
 from harness.scenarios import Scenario
 from harness.scenarios.context import TOPIC, ScenarioContext, ScenarioIncomplete, scenario_profile
+from workloads import drivers
 
 
-def run_scenario(scenario: Scenario, kafka_version: str | None, store: Path | str, command_line: list[str] | None = None) -> Path:
+def clients_of(scenario: Scenario) -> tuple[str, ...]:
+    """The client drivers a scenario's steps go through: the KAFKA-17754 scenarios drive their
+    transactional producer through the driver protocol (workloads/drivers/base.py), so either client;
+    every other scenario writes through librdkafka only."""
+    from harness.scenarios.txn_scenarios import DRIVER_SCENARIOS
+
+    return drivers.names() if scenario.name in DRIVER_SCENARIOS else (drivers.DEFAULT,)
+
+
+def refuse_client(scenario: Scenario, client: str, client_version: str | None) -> None:
+    """`run`'s refusals for --client and --client-version (harness/run/config.py, profile.py), before
+    anything starts: an unknown client, a scenario that cannot drive it, a kafka-clients version that
+    does not resolve, a librdkafka version other than the installed one. Raises HarnessError."""
+    if client not in drivers.names():
+        raise HarnessError(f"unknown client {client!r}.", hint=f"use --client {' or --client '.join(drivers.names())}")
+    served = clients_of(scenario)
+    if client not in served:
+        raise HarnessError(f"scenario {scenario.name} drives {' and '.join(served)} only, not the {client} client.",
+                           hint="leave --client out, or pick a scenario that takes it: "
+                                + ", ".join(sorted(n for n in _names() if client in clients_of(_scenario(n)))))
+    drivers.make(client, client_version).close()  # java: resolves (builds once, cached) that kafka-clients; librdkafka: its own only
+
+
+def _names() -> list[str]:
+    from harness.scenarios import scenarios
+
+    return list(scenarios())
+
+
+def _scenario(name: str) -> Scenario:
+    from harness.scenarios import get_scenario
+
+    return get_scenario(name)
+
+
+def run_scenario(scenario: Scenario, kafka_version: str | None, store: Path | str, command_line: list[str] | None = None,
+                 client: str = drivers.DEFAULT, client_version: str | None = None) -> Path:
     """Run one scenario on one version; return the run directory. Raises HarnessError on
     infrastructure failure (the run directory is marked FAILED; harness/run/directory.py). A step that
     cannot be carried out (an election that never happens) is a result, not a failure: status
-    "incomplete"."""
+    "incomplete". `client`, `client_version`: the driver of the scenario's recorded clients where it
+    takes one (clients_of), as `run --client`; refused before anything starts otherwise."""
     if not scenario.runnable or scenario.steps is None:
         raise HarnessError(f"scenario {scenario.name} is not runnable: {scenario.reason}")
+    refuse_client(scenario, client, client_version)
     version = resolve_kafka_version(kafka_version)
     profile = scenario_profile(scenario)
     # KRaft: D is a separate controller; ZooKeeper era: D is a fourth broker, the one elected controller.
@@ -40,7 +80,7 @@ def run_scenario(scenario: Scenario, kafka_version: str | None, store: Path | st
         "profile": profile.as_dict(), "partitions": 1, "replication_factor": scenario.replication_factor,
         "producers": None, "consumers": None, "topic": TOPIC, "nemesis": ["scenario"], "scenario": scenario.summary(),
         "broker_config": scenario.broker_config, "topic_config": None, "command_line": " ".join(command_line or []),
-        "drain": None, "lossy_data": scenario.lossy_data,
+        "drain": None, "lossy_data": scenario.lossy_data, "client": {"name": client, "version": client_version},
     }
     began = time.monotonic()
     with RunDirectory(store, record) as rd:
@@ -49,7 +89,10 @@ def run_scenario(scenario: Scenario, kafka_version: str | None, store: Path | st
                                       controllers=controllers, run_id=rd.run_id, work_dir=rd.path, ready_timeout_s=180,
                                       lossy_data=scenario.lossy_data))
         rd.write("cluster.json", cluster.describe())
-        ctx = ScenarioContext(cluster, recorder, profile, version, controller_apart=scenario.controller_apart)
+        # The JVM of the Java driver starts at its first client and logs to client.log; it ends with the run.
+        driver = rd.own(contextlib.closing(drivers.make(client, client_version, log_path=rd.path / "client.log")))
+        ctx = ScenarioContext(cluster, recorder, profile, version, controller_apart=scenario.controller_apart, driver=driver,
+                              client_log=rd.path / "client.log")
         status, reason, observations = "completed", None, {}
         try:
             observations = scenario.steps(ctx) or {}
@@ -65,6 +108,7 @@ def run_scenario(scenario: Scenario, kafka_version: str | None, store: Path | st
         drain = ctx.drain()
         evidence = replica_evidence.collect(cluster, TOPIC, [0], version, {0: ctx.replica_ids}, rd.path)
         recorder.close()
+        rd.update(client={"name": client, "version": client_version, "versions": driver.versions()})
         rd.update(status="completed", drain=drain, counts=dict(recorder.counts), topic_config=ctx.topic_config,
                   seconds={"total": round(time.monotonic() - began, 3)})
         rd.write("scenario.json", summarize(scenario, version, rd.path, status, reason, ctx, observations, evidence, drain))
@@ -82,6 +126,7 @@ def summarize(scenario: Scenario, version: str, run_dir: Path, status: str, reas
     lost = headline(counts, drain.get("complete"))["lost"]  # the verdict's own reading of unseen records
     summary = {
         "scenario": scenario.name, "kip": scenario.kip, "kafka_version": version, "run_id": run_dir.name,
+        "client": ctx.client_record(),
         "status": status, "incomplete_reason": reason,
         "roles": ctx.roles(),
         "writes": ctx.writes, "observations": observations,
