@@ -15,7 +15,7 @@ from harness.cluster.txn_coordinator import txn_state_partition
 from harness.history.faults import SKIPPED
 from nemesis.coordinator import CoordinatorNemesis
 from nemesis.fence import FenceNemesis
-from nemesis.roll import RollNemesis
+from nemesis.roll import RollNemesis, under_replicated
 
 
 @dataclass
@@ -215,3 +215,31 @@ def test_a_disk_swap_waits_for_a_whole_cluster_and_never_starts_while_a_partitio
     assert recorder.events[-1][0] == SKIPPED and "under-replicated" in recorder.events[-1][1]["skipped"]
     assert len(cluster.hits) == hits  # nobody was touched
     cluster.broker_views = views
+
+
+def test_the_heal_ends_a_steps_isr_wait_so_the_operation_is_in_the_executed_schedule(monkeypatch):
+    # A wait that outlived the heal's 60 s join of the fault threads left its operation out of
+    # config.json's executed schedule (helper-13's upgrade run under kill,partition: an 84 s wait).
+    monkeypatch.setattr("time.sleep", lambda s: None)
+
+    class Lagging(Cluster):
+        def broker_views(self) -> dict[int, BrokerView]:  # broker 3 never catches up
+            topics = {"queue": {0: {"leader": 1, "replicas": [1, 2, 3], "isr": [1, 2]}}}
+            return {i: BrokerView(i, (1, 2, 3), topics) for i in (1, 2, 3)}
+
+    roll = RollNemesis(stops=("hard",), waits=("isr",)).setup(Lagging(), Recorder(), "queue")
+    roll.poll_s = 0.01
+    polls = []
+
+    def probe(cluster):  # the heal comes during the first node's wait
+        polls.append(1)
+        if len(polls) == 3:
+            roll.stopping.set()
+        return under_replicated(cluster)
+
+    monkeypatch.setattr("nemesis.roll.under_replicated", probe)
+    value = roll.invoke("start", {}, random.Random(1))
+    first = value["steps"][0]
+    assert len(polls) == 3 and first["wait_ended_by"] == "heal" and first["isr_full"] is False
+    assert first["lagging"] == {"queue-0": [3]}
+    assert value["aborted"] is True and len(value["steps"]) == 1  # no node after the heal
