@@ -2,7 +2,9 @@
 verdicts, the runs that FAILED for the harness's own reasons, the longest stretch with no ok write
 during an operation's band, and the anomalies found.
 
-    python bench/ops_table.py STORE [--markdown]
+    python bench/ops_table.py STORE [--markdown | --ledger]
+
+--ledger prints one JSON line per run (the ledger kept in bench/results: the store is not in git).
 
 It reads each run's record (harness/history/record.py) and results.json; a run without results.json
 is counted as FAILED (with its FAILED file's first line) or unchecked.
@@ -61,14 +63,36 @@ def rows(store: Path) -> list[dict]:
     return out
 
 
+def ledger(store: Path) -> list[dict]:
+    """One line per run: what ran (version, upgrade, packages, seed, replay) and what the check said."""
+    lines = []
+    for run in sorted(p for p in store.iterdir() if (p / "config.json").exists()):
+        config = json.loads((run / "config.json").read_text())
+        results = json.loads((run / "results.json").read_text()) if (run / "results.json").exists() else None
+        worst = worst_band(results)
+        lines.append({"run": run.name, "kafka_version": config.get("kafka_version"), "upgrade_to": config.get("upgrade_to"),
+                      "nemesis": config.get("nemesis"), "workload": config.get("workload"), "seed": config.get("seed"),
+                      "time_limit_s": config.get("time_limit_s"), "replay_of": bool(config.get("replay_of")),
+                      "failed": (run / "FAILED").exists(), "verdict": (results or {}).get("verdict"),
+                      "counts": {k: v for k, v in ((results or {}).get("counts") or {}).items() if v},
+                      "worst_band": None if worst is None else {"label": worst.get("label"), "no_write_s": worst.get("no_write_s")},
+                      "upgrade": (config.get("upgrade") or {}).get("features")})
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("store", type=Path)
     parser.add_argument("--markdown", action="store_true", help="print the README table's rows")
+    parser.add_argument("--ledger", action="store_true", help="print one JSON line per run (for bench/results)")
     args = parser.parse_args()
     if not args.store.is_dir():
         print(f"{args.store}: not a directory; pass the store the runs wrote to", file=sys.stderr)
         raise SystemExit(2)
+    if args.ledger:
+        for line in ledger(args.store):
+            print(json.dumps(line, sort_keys=True))
+        return
     found = rows(args.store)
     if args.markdown:
         print("| Kafka | package | workload | seeds | valid / invalid / unknown | FAILED (harness) | longest no ok write in a fault band | findings |")
