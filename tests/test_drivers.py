@@ -164,3 +164,22 @@ def test_librdkafka_reports_the_assignment_held_when_rebalances_are_incremental(
             assert seen == [[0, 1, 2, 3], [1, 2]]
     finally:
         consumer.close()
+
+
+def test_librdkafka_flush_raises_the_drivers_exception_for_a_fatal_error():
+    # A fenced transactional producer's flush raised confluent-kafka's own KafkaException, which the
+    # txn scenario's close did not expect (helper-14's run 20261126T060210-ef7cfe ended FAILED).
+    from confluent_kafka import KafkaError, KafkaException
+
+    from workloads.drivers.base import ClientException
+    from workloads.drivers.librdkafka import LibrdkafkaProducer
+
+    class Fenced:
+        def flush(self, timeout_s: float) -> int:
+            raise KafkaException(KafkaError(KafkaError._FENCED, "Producer fenced by newer instance", fatal=True))
+
+    producer = LibrdkafkaProducer.__new__(LibrdkafkaProducer)
+    producer.raw = Fenced()
+    with pytest.raises(ClientException) as caught:
+        producer.flush(1.0)
+    assert caught.value.error.fatal and "_FENCED" in str(caught.value)

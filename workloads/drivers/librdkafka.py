@@ -111,6 +111,8 @@ class LibrdkafkaProducer:
         assert self.raw is not None
         try:
             return self.raw.flush(timeout_s)
+        except KafkaException as exc:  # a fatal error (a fenced txn producer): the driver's exception, as every call
+            raise _failed(exc) from None
         except SystemError as exc:
             # confluent-kafka 2.16's flush once returned NULL with no exception set (2026-11-26, a txn
             # producer whose transactional.id a zombie had just fenced: run 20261126T014913-850ae6);
