@@ -41,6 +41,7 @@ CAPABILITIES = {
     # Only on clusters the harness made itself: a target's data and tools are its operator's.
     "own_data": "remove a broker's data directory (a cluster the harness started itself)",
     "kafka_tools": "run Kafka's command-line tools inside a node, from the harness's own jars",
+    "dynamic_quorum": "a controller quorum formatted dynamic (KIP-853: 3.9 or later, 3 or more dedicated controllers)",
 }
 
 
@@ -95,9 +96,12 @@ class Package:
     heal_rank: int = 50
     requires: frozenset[str] = field(default_factory=frozenset)
     summary: str = ""
+    # What the run must make its own cluster with (`dynamic_quorum`), beyond what `requires` asks of any
+    # cluster: a cluster made otherwise still serves the package, which then skips, saying why.
+    makes: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.requires) - set(CAPABILITIES))
+        unknown = sorted(set(self.requires | self.makes) - set(CAPABILITIES))
         if unknown:
             raise ValueError(f"package {self.name}: unknown capabilities {unknown}; known: {sorted(CAPABILITIES)}")
 
@@ -204,8 +208,8 @@ def build(names_: list[str] | tuple[str, ...], values: Mapping[str, Any] | None 
 
 
 def requirements(names_: list[str] | tuple[str, ...]) -> frozenset[str]:
-    """What the named packages need of a cluster, together."""
-    return frozenset().union(*(package(n).requires for n in names_ if n != "none"))
+    """What the named packages need of a cluster, together, and what the run must make it with."""
+    return frozenset().union(*(package(n).requires | package(n).makes for n in names_ if n != "none"))
 
 
 def refuse_unserved(names_: list[str] | tuple[str, ...], capabilities: frozenset[str] | set[str], where: str) -> None:

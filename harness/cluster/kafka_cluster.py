@@ -39,6 +39,7 @@ from harness.provision.kafka_jars import KafkaDistribution
 from harness.cluster.lossy_mount import LossyMount, unmount_disks
 from harness.cluster.node import KafkaNodeContainer, Node, network_address
 from harness.cluster.metadata_views import AgreedMetadata, BrokerView, collect_views
+from harness.cluster import quorum
 from harness.cluster.quorum import read_active_controller
 from harness.cluster.topics import request_topic
 from harness.provision.owner import run_labels, write_owner
@@ -79,7 +80,7 @@ class KafkaCluster(AgreedMetadata):
         work_dir: Path | str | None = None,
         ready_timeout_s: float = 120.0,
         lossy_data: bool = False, lossy_writeback_s: float | None = None,
-        upgrade_to: str | None = None,
+        upgrade_to: str | None = None, dynamic_quorum: bool = False,
     ) -> None:
         if not isinstance(brokers, int) or isinstance(brokers, bool) or not 1 <= brokers <= 9:
             raise ClusterError(f"brokers={brokers!r}: a cluster needs between 1 and 9 brokers.", hint="use brokers=3 for replication tests")
@@ -104,6 +105,7 @@ class KafkaCluster(AgreedMetadata):
         self.lossy_data, self.lossy_writeback_s = lossy_data, lossy_writeback_s  # see nemesis/power.py
         self.disks: dict[int, LossyMount] = {}  # node id -> the lossy mount that is its data directory
         self.upgrade_to, self.upgrade = upgrade_to, None  # a rolling upgrade's second version (harness/cluster/versions.py)
+        self.dynamic_quorum, self.directory_ids = dynamic_quorum, {}  # KIP-853 (harness/cluster/quorum.py): node id -> metadata dir id
 
     # --- lifecycle ------------------------------------------------------------
     def __enter__(self) -> Self:
@@ -128,6 +130,8 @@ class KafkaCluster(AgreedMetadata):
         prepared = prepare(self.kafka_version)
         self.distribution = prepared.kafka
         self.metadata = self._metadata_mode(self.distribution)
+        if self.dynamic_quorum:  # before any container: exit 2 with the fix
+            quorum.refuse_dynamic(self.distribution.version, self.controller_count)
         self.upgrade = versions.for_cluster(self.distribution, self.upgrade_to)  # B's jars mounted beside A's
         self.timings["prepare_s"] = time.monotonic() - began
         try:
@@ -209,6 +213,8 @@ class KafkaCluster(AgreedMetadata):
             node.write_files(self.distribution.logging, broker_specs, controller_specs,
                              zookeeper_connect=None if self.is_kraft else f"zookeeper:{ZOOKEEPER_PORT}",
                              overrides=self.broker_config if spec.is_broker else None)
+            if self.dynamic_quorum:
+                quorum.write_dynamic(node_dir / "conf" / "server.properties", spec, controller_specs)
             if self.upgrade is not None:
                 self.upgrade.prepare(node_dir / "conf")
 
@@ -218,8 +224,9 @@ class KafkaCluster(AgreedMetadata):
             self._wait_zookeeper()
         kafka_nodes = [n for n in self.nodes if n is not self.zookeeper]
         format_id = self.cluster_id if self.is_kraft else None  # ZooKeeper-mode storage needs no format
+        formatted = quorum.format_dynamic(self) if self.dynamic_quorum else []  # its controllers, with the initial voters
         with ThreadPoolExecutor(max_workers=len(kafka_nodes)) as pool:
-            list(pool.map(lambda n: n.start_process(format_cluster_id=format_id), kafka_nodes))
+            list(pool.map(lambda n: n.start_process(format_cluster_id=None if n in formatted else format_id), kafka_nodes))
 
     def _wait_zookeeper(self, timeout_s: float = 60.0) -> None:
         assert self.zookeeper is not None
@@ -302,6 +309,7 @@ class KafkaCluster(AgreedMetadata):
             "cluster_id": self.cluster_id,
             "kafka_version": self.distribution.version,
             **({"upgrade_to": self.upgrade_to} if self.upgrade_to else {}),
+            **({"dynamic_quorum": {"directory_ids": self.directory_ids}} if self.directory_ids else {}),
             "bootstrap_servers": self.bootstrap_servers(),
             "brokers": [
                 {"node_id": n.node_id, "hostname": n.hostname, "roles": list(n.roles), "host_port": n.host_port,
@@ -318,7 +326,8 @@ class KafkaCluster(AgreedMetadata):
     # --- queries --------------------------------------------------------------
     @property
     def capabilities(self) -> frozenset[str]:  # what a nemesis may do to every broker: their nodes' own
-        return frozenset.intersection(*(b.capabilities for b in self.brokers)) if self.brokers else frozenset()
+        found = frozenset.intersection(*(b.capabilities for b in self.brokers)) if self.brokers else frozenset()
+        return found | ({"dynamic_quorum"} if self.dynamic_quorum and self.directory_ids else frozenset())
 
     def bootstrap_servers(self) -> str:
         return ",".join(f"127.0.0.1:{b.host_port}" for b in self.brokers)

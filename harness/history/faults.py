@@ -48,11 +48,14 @@ DISK_SWAP = FaultKind("data disk replaced", "disk-swap", "disk-swapped")  # neme
 # feature levels finalized (FeatureCommand upgrade), a band of its own inside the upgrade's.
 UPGRADE = FaultKind("rolling upgrade", "upgrade", "upgraded")
 FEATURES = FaultKind("feature upgrade", "finalize-features", "features-finalized")
+# A controller quorum change (nemesis/quorum.py, KIP-853): a voter removed from the dynamic quorum
+# (kafka-metadata-quorum remove-controller) until it is added back (add-controller) or the heal re-adds it.
+QUORUM = FaultKind("controller voter removed", "remove-voter", "voter-added")
 
 KINDS = (PARTITION, LOSS, KILL, PAUSE, CLOCK_BUMP, CLOCK_STROBE, CUT, POWER, DISK_EIO_WRITE, DISK_EIO_READ, DISK_FULL, TRANSFER,
-         ROLL, NODE_DOWN, FENCE, REASSIGN, DISK_SWAP, UPGRADE, FEATURES)
+         ROLL, NODE_DOWN, FENCE, REASSIGN, DISK_SWAP, UPGRADE, FEATURES, QUORUM)
 # The kinds that are operations: results.json and the report measure clients' unavailability during each.
-OPERATIONS = (ROLL, FENCE, REASSIGN, DISK_SWAP, UPGRADE)
+OPERATIONS = (ROLL, FENCE, REASSIGN, DISK_SWAP, UPGRADE, QUORUM)
 BY_START = {k.start: k for k in KINDS}
 STOPS = {k.stop for k in KINDS}
 HEAL = "heal"  # the fault runner's final event: every fault healed (value: what each package did)

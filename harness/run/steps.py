@@ -30,6 +30,7 @@ from harness.errors import ClusterError
 from harness.history import Recorder
 from harness.kafka_settings.given import redact_argv, redacted
 from harness.provision.settings import kafka_version as resolve_kafka_version
+from harness.cluster.quorum import refuse_dynamic
 from harness.run.config import TOPIC, WORKLOADS, RunConfig
 from harness.run.directory import RunDirectory, prepare_store
 
@@ -199,6 +200,8 @@ class RunSteps:
         profile = get_profile(config.profile).for_brokers(config.brokers)  # resolved once, here
         version = resolve_kafka_version(config.kafka_version)
         resolve_target(version, config.upgrade_to)  # a ZooKeeper-era A, an older B, a B Maven lacks: exit 2 now
+        if faults is not None and "dynamic_quorum" in faults.requires:  # KIP-853 (nemesis/quorum.py): before 3.9, fewer than 3 controllers: exit 2 now
+            refuse_dynamic(version, config.controllers)
         refuse_unsupported(profile, config.workload, version)  # e.g. safe (idempotence) on 0.10.2.2: exit 2 now
         profile = effective_profile(config, profile, version)  # the user's settings on top, checked: exit 2 now
         return cls(config, faults, progress or (lambda phase, rec: None), profile, version)
@@ -233,6 +236,7 @@ class RunSteps:
         self.cluster = rd.own(KafkaCluster(brokers=config.brokers, kafka_version=self.version, run_id=rd.run_id, work_dir=rd.path,
                                            broker_config=config.settings.get("broker"), controllers=config.controllers,
                                            lossy_data=faults is not None and "lossy_data" in faults.requires,
+                                           dynamic_quorum=faults is not None and "dynamic_quorum" in faults.requires,
                                            lossy_writeback_s=config.power_writeback_s, upgrade_to=config.upgrade_to))  # nemesis/registry.py: requires
         self.seconds["cluster_ready"] = time.monotonic() - began
         rd.write("cluster.json", self.cluster.describe())
