@@ -128,7 +128,8 @@ class QuorumNemesis(Nemesis):
         if self.removed is not None:  # an earlier addition was refused: add that voter back, remove no other
             skipped = self.skip(QUORUM.start, value, f"controller {self.removed['id']} removed earlier is not a voter again yet; "
                                                      "adding it back instead")
-            self.add_back("retry")
+            with self._changing:
+                self.add_back("retry")
             return skipped
         who = int(plan["targets"][0])
         code, status = self.describe("--status")

@@ -253,6 +253,18 @@ def test_a_refused_addition_is_recorded_and_the_heal_adds_the_voter_back(tool):
     assert f == QUORUM.stop and last["step"] == "heal" and [v["id"] for v in last["voters_after"]] == [101, 102, 103]
 
 
+def test_after_a_refused_addition_the_next_start_adds_the_voter_back_and_removes_no_other(tool):
+    tool.refuse_add = 1
+    nemesis, recorder, value, cluster = started(tool)
+    who = value["targets"][0]
+    nemesis._looked = type("Look", (), {"unseen": None, "of": lambda self, nodes: {}})()
+    nemesis.invoke("start", {}, random.Random(2))
+    (f0, skipped), (f1, readded) = recorder.events[-2:]
+    assert f0 == SKIPPED and f"controller {who} removed earlier" in skipped["skipped"]
+    assert f1 == QUORUM.stop and readded["step"] == "retry" and readded["add"]["exit"] == 0 and nemesis.removed is None
+    assert [a for _, a in tool.calls].count("remove-controller") == 1
+
+
 def test_the_active_controller_is_killed_while_the_change_is_in_flight_and_started_again(tool):
     params = {"target": "voter", "targets": [101], "hold_s": 2.0, "kill": "kill", "kill_during": "remove",
               "kill_after_s": 0.01, "restart_after_s": 0.05}
@@ -292,7 +304,9 @@ def test_a_real_quorum_run_removes_and_adds_a_voter_and_ends_valid(tmp_path):
                            "--time-limit", "90", "--seed", "1", "--store", str(tmp_path)],
                           capture_output=True, text=True, timeout=900)
     run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
-    events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines() if '"nemesis"' in line]
+    from harness.history import read_history
+
+    events = [e for e in read_history(run_dir / "history.jsonl") if e["process"] == "nemesis"]  # jsonl or its parquet
     fs = [e["f"] for e in events]
     assert QUORUM.start in fs, done.stdout[-2000:] + done.stderr[-2000:]
     changes = [e["value"] for e in events if e["f"] == QUORUM.stop]
