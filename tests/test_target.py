@@ -348,3 +348,36 @@ def test_a_run_that_cannot_heal_its_target_keeps_the_exact_commands_for_the_oper
     assert steps.unhealed.startswith("ssh -p 22 ") and "iptables -w -D KH_PART_IN -s 10.0.0.2/32" in steps.unhealed
     assert updates["target_topics"] == {"kafka-harness-R": "deleted"}
     assert (tmp_path / "brokers" / "1" / "server.log").read_text() == "a log line\n"
+
+
+def test_the_sweep_starts_a_broker_that_kafka_ended_after_the_heal_and_records_why():
+    # 4.4.0's KRaft halted a broker of the standing cluster after the heal (2026-11-26); the target was
+    # left with a broker down and the next run refused to start.
+    from types import SimpleNamespace
+
+    from harness.target.run import Sweep
+
+    class Broker:
+        def __init__(self, node_id: int, running: bool) -> None:
+            self.node_id, self.running, self.started = node_id, running, 0
+
+        def log_size(self) -> int:
+            return 0
+
+        def pid(self) -> int | None:
+            return 100 + self.node_id if self.running else None
+
+        def log_tail(self, lines: int) -> str:
+            return "INFO fine\n[x] ERROR Encountered fatal fault: Unexpected error in raft IO thread\nnext"
+
+        def start_process(self) -> int:
+            self.running, self.started = True, self.started + 1
+            return 200 + self.node_id
+
+    brokers = [Broker(1, True), Broker(2, True), Broker(3, False)]  # 3 was down before the run: not ours to start
+    steps = SimpleNamespace(cluster=SimpleNamespace(brokers=brokers, target=SimpleNamespace(name="t")), rd=SimpleNamespace(run_id="r"))
+    sweep = Sweep(steps).__enter__()
+    brokers[1].running = False  # Kafka ended broker 2 during the run
+    revived = sweep.revive()
+    assert revived == {"2": {"why": "[x] ERROR Encountered fatal fault: Unexpected error in raft IO thread", "pid": 202}}
+    assert [b.started for b in brokers] == [0, 1, 0] and not brokers[2].running

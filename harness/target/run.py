@@ -54,7 +54,41 @@ class Sweep:
     def __enter__(self) -> "Sweep":
         for node in self.steps.cluster.brokers:  # where each broker's log stood when the run began
             self.marks[node.node_id] = node.log_size()
+        self.running = {node.node_id for node in self.steps.cluster.brokers if self._alive(node)}
         return self
+
+    @staticmethod
+    def _alive(node: Any) -> bool:
+        try:
+            return node.pid() is not None
+        except Exception:  # a host that cannot say is not counted as running
+            return False
+
+    def revive(self) -> dict[str, Any]:
+        """Start every broker that ran when the run began and runs no more: a target is left as it
+        was found. Kafka itself may end a broker after the heal: 4.4.0's KRaft halted broker 2 of the
+        standing cluster on 2026-11-26 ("Cannot transition to Follower with leader 2 and epoch 3 since
+        it matches the local node.id", a vote response naming itself leader of the epoch it won just
+        before a SIGKILL), 9 s after the restart and after the heal had seen every ISR full. Each one
+        is recorded with the last fatal line of its log, as a finding, never silently."""
+        revived: dict[str, Any] = {}
+        for node in self.steps.cluster.brokers:
+            if node.node_id not in self.running or self._alive(node):
+                continue
+            try:
+                fatal = [line for line in node.log_tail(400).splitlines()
+                         if " FATAL " in line or "fatal fault" in line or "Exception:" in line]
+            except Exception as exc:
+                fatal = [f"(its log could not be read: {exc})"]
+            entry: dict[str, Any] = {"why": (fatal[-1] if fatal else "no fatal line in its log")[:400]}
+            try:
+                entry["pid"] = node.start_process()
+            except Exception as exc:
+                entry["failed"] = str(exc)[:400]
+            revived[str(node.node_id)] = entry
+            log.warning("run %s: broker %s of %s ran when the run began and was down at its end (%s); started again: %s",
+                        self.steps.rd.run_id, node.node_id, self.steps.cluster.target.name, entry["why"], entry)
+        return revived
 
     def copy_logs(self) -> None:
         """What each broker logged during the run, into RUN_DIR/brokers/<id>/server.log, where the
@@ -83,12 +117,17 @@ class Sweep:
                 log.error("run %s could NOT heal the target %s: %s\nrun these by hand:\n%s",
                           cluster.run_id, cluster.target.name, "; ".join(failed), commands)
                 steps.unhealed = commands
+        if "restart" in cluster.capabilities:
+            revived = self.revive()
+            if revived:
+                steps.record["target_revived"] = revived
         if steps.topics and not steps.keep_topic:
             steps.record["target_topics"] = cluster.delete_topics(list(steps.topics))
         elif steps.topics:
             steps.record["target_topics"] = {t: "kept (--keep-topic)" for t in steps.topics}
         try:
-            steps.rd.update(target_sweep=steps.record.get("target_sweep"), target_topics=steps.record.get("target_topics"))
+            steps.rd.update(target_sweep=steps.record.get("target_sweep"), target_topics=steps.record.get("target_topics"),
+                            **({"target_revived": steps.record["target_revived"]} if steps.record.get("target_revived") else {}))
         except Exception:  # the run directory may be failing; the log above has it
             log.exception("could not record the target's sweep")
 
