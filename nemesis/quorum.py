@@ -82,7 +82,7 @@ def removal_refused(who: int, voters: list[int], configured: int) -> str | None:
     return None
 
 
-class QuorumNemesis(Nemesis):
+class QuorumNemesis(steps.KillInFlight, Nemesis):
     name = "quorum"
     faults = (QUORUM, KILL)
     replay_keys = ("target", "targets", "hold_s", "kill", "kill_during", "kill_after_s", "restart_after_s")
@@ -95,9 +95,7 @@ class QuorumNemesis(Nemesis):
             raise HarnessError(f"--quorum-kills {','.join(kills) or '(empty)'}: unknown or empty", hint=f"use any of: {', '.join(KILLS)}")
         self.kills = tuple(kills)
         self.removed: dict[str, Any] | None = None  # the voter removed and not added back: {"id", "directory_id"}
-        self.killed: int | None = None
-        self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
+        self.init_kill_in_flight()
         self._changing = threading.Lock()  # held through a change: the heal waits for it before it re-adds
 
     @property
@@ -158,9 +156,7 @@ class QuorumNemesis(Nemesis):
             self.stopping.wait(float(plan["hold_s"]))  # the heal cuts the hold short; the addition still comes
             done["held_s"] = round(time.monotonic() - began - remove["took_s"], 2)
             done["add"] = self.add(who, kill)
-        if self._timer is not None:
-            self._timer.join(float(plan["restart_after_s"]) + 30.0)
-        self.restart_killed()
+        self.await_restart(float(plan["restart_after_s"]))
         code, after = self.describe("--status")
         done["voters_after"] = quorum.parse_voters(after) if code == 0 else None
         if done["voters_after"] is None:
@@ -221,20 +217,8 @@ class QuorumNemesis(Nemesis):
         self.record(KILL.start, {"targets": [active.node_id], "roles": {str(active.node_id): ["controller"]},
                                  "step": f"quorum: kill the active controller during {phase}-controller",
                                  "tool_answered": answered, "pids": {str(active.node_id): active.pid_on_file()}})
-        steps.kill(active)
-        self.killed = active.node_id
-        self._timer = threading.Timer(restart_after_s, self.restart_killed)
-        self._timer.daemon = True
-        self._timer.start()
+        self.kill_for_a_while(active, restart_after_s)
         return active.node_id
-
-    def restart_killed(self) -> None:
-        """Start the controller killed in flight (once, whoever calls first: the timer, the end of the change, the heal)."""
-        with self._lock:
-            victim, self.killed = self.killed, None
-        if victim is not None:
-            pid = steps.start(self.cluster.node(victim), supervised_by=self, why="quorum")  # type: ignore[union-attr]
-            self.record(KILL.stop, {"targets": [victim], "pids": {str(victim): pid}, "step": "quorum: restart"})
 
     def bootstrap(self) -> str:
         assert self.cluster is not None

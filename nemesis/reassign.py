@@ -26,7 +26,6 @@ flight (`--cancel`, which also removes its throttle) and starts a broker the pac
 from __future__ import annotations
 
 import random
-import threading
 import time
 from typing import Any
 
@@ -49,7 +48,7 @@ def _tail(text: str, n: int = 400) -> str:
     return " ".join(text.split())[-n:]
 
 
-class ReassignNemesis(Nemesis):
+class ReassignNemesis(steps.KillInFlight, Nemesis):
     name = "reassign"
     faults = (REASSIGN, KILL)
     replay_keys = ("target", "targets", "partition", "move", "steps", "throttle", "kill", "restart_after_s")
@@ -66,9 +65,7 @@ class ReassignNemesis(Nemesis):
                 raise HarnessError(f"{flag} {','.join(given) or '(empty)'}: unknown or empty", hint=f"use any of: {', '.join(known)}")
         self.moves, self.throttles, self.kills = tuple(moves), tuple(throttles), tuple(kills)
         self.in_flight: dict[str, Any] | None = None  # the move submitted and not verified done
-        self.killed: int | None = None
-        self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None  # starts the broker killed in flight again
+        self.init_kill_in_flight()
 
     @property
     def version(self) -> str:
@@ -142,9 +139,7 @@ class ReassignNemesis(Nemesis):
         if plan["move"] == "reorder" and done and done[-1]["exit"] == 0:
             accepted, answer = leadership.elect_preferred(self.cluster, self.version, topic, int(partition))
             done[-1]["election"] = answer[-300:]
-        if self._timer is not None:
-            self._timer.join(max(0.0, float(plan["restart_after_s"]) + 30.0))  # its moment, whatever the tool took
-        self.restart_killed()
+        self.await_restart(float(plan["restart_after_s"]))
         complete = bool(done) and all(s.get("complete") for s in done)
         self.record(REASSIGN.stop, {"targets": plan["targets"], "partition": plan["partition"], "steps": done,
                                     "complete": complete, "took_s": round(time.monotonic() - began, 2)})
@@ -157,22 +152,8 @@ class ReassignNemesis(Nemesis):
         node = self.cluster.node(victim)  # type: ignore[union-attr]
         self.record(KILL.start, {"targets": [victim], "roles": {str(victim): ["reassigning"]}, "step": "reassign: kill in flight",
                                  "pids": {str(victim): node.pid_on_file()}})
-        steps.kill(node)
-        self.killed = victim
         step["killed"] = victim
-        self._timer = threading.Timer(restart_after_s, self.restart_killed)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def restart_killed(self) -> None:
-        """Start the broker killed in flight (once, whoever calls first: the timer, the end of the move, the heal)."""
-        with self._lock:
-            if self.killed is None:
-                return
-            victim, self.killed = self.killed, None
-        node = self.cluster.node(victim)  # type: ignore[union-attr]
-        pid = steps.start(node, supervised_by=self, why="reassign")
-        self.record(KILL.stop, {"targets": [victim], "pids": {str(victim): pid}, "step": "reassign: restart"})
+        self.kill_for_a_while(node, restart_after_s)
 
     def wait_done(self, topic: str, partition: int, ids: list[int], throttle: int | None) -> dict[str, Any]:
         """Verify until the tool says the move is complete (removing the throttle), bounded."""

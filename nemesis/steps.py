@@ -150,3 +150,46 @@ def leader_in(look: Any, partition: int | None) -> int | None:
     if look is None or look.error is not None:
         return None
     return look.leaders.get(partition, -1) if partition is not None else -1
+
+
+class KillInFlight:
+    """Mixin for an operation's package (reassign, quorum) that SIGKILLs a node in the middle of its
+    operation: the node is started again `restart_after_s` later on a timer of its own, so the
+    operation's tool never decides when it comes back (reassign's first run: 67 s instead of 7), and
+    once only, whoever calls first (the timer, the end of the operation, the heal). The host class has
+    `name`, `cluster` and `record`; it calls init_kill_in_flight() in its __init__."""
+
+    name: str
+    cluster: Any
+    record: Callable[..., Any]
+
+    def init_kill_in_flight(self) -> None:
+        import threading
+
+        self.killed: int | None = None
+        self._lock = threading.Lock()
+        self._timer: Any = None
+
+    def kill_for_a_while(self, node: Any, restart_after_s: float) -> None:
+        import threading
+
+        kill(node)
+        self.killed = node.node_id
+        self._timer = threading.Timer(restart_after_s, self.restart_killed)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def restart_killed(self) -> None:
+        from harness.history.faults import KILL
+
+        with self._lock:
+            victim, self.killed = self.killed, None
+        if victim is not None:
+            pid = start(self.cluster.node(victim), supervised_by=self, why=self.name)
+            self.record(KILL.stop, {"targets": [victim], "pids": {str(victim): pid}, "step": f"{self.name}: restart"})
+
+    def await_restart(self, restart_after_s: float) -> None:
+        """At the operation's end: the restart at its moment, whatever the tool took, then at once if still due."""
+        if self._timer is not None:
+            self._timer.join(max(0.0, restart_after_s + 30.0))
+        self.restart_killed()
