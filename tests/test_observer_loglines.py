@@ -3,13 +3,14 @@
 Every line below was copied from a real server.log on this machine, 2026-11-26: 4.4.0 from run
 20261125T190225-391024 (kill, partition, pause), 0.10.2.2 from the KIP-101 scenario test's run
 20261126T011635-e346ac, 1.1.1 from run 20261126T030200-e3a2f0 and the lines docs/detection.md quotes.
-No 3.9.2 line was checked."""
+3.9.2 from the KAFKA-17754 scenario runs 20261126T060741-8891c3 and 20261126T062646-49d886; the
+4.4.0 "ISR updated to" lines from the roll run 20261126T014609-acbcc6."""
 
 from __future__ import annotations
 
 import pytest
 
-from nemesis.guided.loglines import LogTail, classify
+from nemesis.guided.loglines import Fact, IsrSizes, LogTail, classify
 
 REAL = [
     # (line, topic, kind, partition)
@@ -62,6 +63,22 @@ REAL = [
     ("[2026-11-26 03:02:14,948] INFO [Controller id=1] 1 successfully elected as the controller (kafka.controller.KafkaController)",
      "queue", "controller", None),
     ("[2026-11-26 03:02:15,535] INFO [KafkaServer id=1] started (kafka.server.KafkaServer)", "queue", "startup", None),
+    # 3.9.2, KAFKA-17754 scenario runs (2026-11-26): the same shapes as 4.x, with kafka.log.UnifiedLog.
+    ("[2026-11-26 06:08:04,745] INFO [ReplicaFetcher replicaId=3, leaderId=1, fetcherId=0] Truncating partition scenario-0 with "
+     "TruncationState(offset=0, completed=true) due to local high watermark 0 (kafka.server.ReplicaFetcherThread)",
+     "scenario", "truncate-hw", 0),
+    ("[2026-11-26 06:08:04,746] INFO [UnifiedLog partition=scenario-0, dir=/var/lib/kafka/data] Truncating to 0 has no effect as "
+     "the largest offset in the log is -1 (kafka.log.UnifiedLog)", "scenario", "truncate-noop", 0),
+    ("[2026-11-26 06:08:04,202] INFO [Broker id=1] Leader scenario-0 with topic id Some(R4V66O2UT-Gi_um3M_VysA) starts at leader "
+     "epoch 0 from offset 0 with partition epoch 0, high watermark 0, ISR [1,2,3], adding replicas [] and removing replicas [] . "
+     "Previous leader None and previous leader epoch was -1. (state.change.logger)", "scenario", "leader", 0),
+    ("[2026-11-26 06:07:55,631] INFO [BrokerServer id=3] Transition from STARTING to STARTED (kafka.server.BrokerServer)",
+     "scenario", "startup", None),
+    ("[2026-11-26 06:07:52,745] INFO [QuorumController id=3] In the new epoch 1, the leader is (none). "
+     "(org.apache.kafka.controller.QuorumController)", "scenario", "controller", None),
+    # 4.4.0 roll run: an ISR the controller changed; IsrSizes makes it a shrink or an expand.
+    ("[2026-11-26T01:47:20,617] INFO [Partition queue-7 broker=1] ISR updated to 3,1  and version updated to 7 "
+     "(kafka.cluster.Partition)", "queue", "isr-updated", 7),
     # docs/detection.md and docs/nemesis.md quote these (1.1.1, 0.10.2.2):
     ("[2026-11-25 00:05:31,337] INFO [Partition queue-1 broker=3] queue-1 starts at Leader Epoch 2 from offset 581. Previous Leader "
      "Epoch was: 1 (kafka.cluster.Partition)", "queue", "leader", 1),
@@ -147,3 +164,32 @@ def test_observed_events_are_valid_v1_and_no_fault_nor_marker_on_the_timeline() 
     kill = {"t": 1.0, "f": "kill", "value": {"targets": [2]}}
     faults, markers = faults_from([kill, {"t": 2.0, "f": "observed", "value": good["value"]}], 10.0)
     assert len(faults) == 1 and markers == []
+
+
+def test_an_isr_updated_line_is_a_shrink_or_an_expand_by_the_size_before_it() -> None:
+    """queue-7 through the 4.4.0 roll run 20261126T014609-acbcc6, in the order its leaders logged it."""
+    lines = [
+        ("[2026-11-26T01:46:50,543] INFO [Partition queue-7 broker=3] ISR updated to 2,3,1  and version updated to 4 "
+         "(kafka.cluster.Partition)", 3, "isr-updated"),  # first line, nothing larger seen yet: no way to tell
+        ("[2026-11-26T01:47:20,617] INFO [Partition queue-7 broker=1] ISR updated to 3,1  and version updated to 7 "
+         "(kafka.cluster.Partition)", 1, "isr-shrink"),
+        ("[2026-11-26T01:47:40,471] INFO [Partition queue-7 broker=2] ISR updated to 3,2  and version updated to 11 "
+         "(kafka.cluster.Partition)", 2, "isr-updated"),  # one replica for another: neither
+        ("[2026-11-26T01:48:34,806] INFO [Partition queue-7 broker=1] ISR updated to 1,3,2  and version updated to 17 "
+         "(kafka.cluster.Partition)", 1, "isr-expand"),
+    ]
+    sizes = IsrSizes()
+    assert [sizes.resolve(line, classify(line, "queue", broker)).kind for line, broker, _ in lines] == [k for _, _, k in lines]
+
+
+def test_an_isr_first_heard_of_below_the_whole_size_shrank_and_other_facts_pass_through() -> None:
+    sizes = IsrSizes()
+    sizes.saw(3)  # the metadata's look: RF 3, whole
+    line = "[t] INFO [Partition queue-2 broker=1] ISR updated to 1,3  and version updated to 9 (kafka.cluster.Partition)"
+    assert sizes.resolve(line, classify(line, "queue", 1)) == Fact("isr-shrink", 2, 1)
+    shrink = "[t] INFO [Partition queue-2 broker=1] Shrinking ISR from 1,3 to 1. Leader: (highWatermark: 5) (kafka.cluster.Partition)"
+    assert sizes.resolve(shrink, classify(shrink, "queue", 1)).kind == "isr-shrink"
+    back = "[t] INFO [Partition queue-2 broker=1] ISR updated to 1,3  and version updated to 10 (kafka.cluster.Partition)"
+    assert sizes.resolve(back, classify(back, "queue", 1)).kind == "isr-expand"  # from the Shrinking line's 1
+    other = Fact("truncate", 2, 1)
+    assert sizes.resolve("Truncating to offset 5", other) is other and sizes.resolve("x", None) is None

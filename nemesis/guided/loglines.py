@@ -5,10 +5,10 @@ tests/test_observer_loglines.py: 4.4.0 and 4.3.1 (KRaft; "[Partition queue-3 bro
 from 3,2,1 to 2,3", "Truncating partition queue-3 with TruncationState(...) due to local high
 watermark 0", "Fencing broker 2 at epoch 10 because its session has timed out") and 0.10.2.2
 (ZooKeeper; "Partition [scenario,0] on broker 2: Expanding ISR for partition scenario-0 from 2 to
-2,3", "Truncating log scenario-0 to offset 0."). 1.1.1's and 3.9.2's shapes are taken from the lines
-docs/detection.md quotes ("Truncating to offset 4933", "queue-1 starts at Leader Epoch 2 from offset
-581", "Exiting because log truncation is not allowed"); no server.log of those versions was on this
-machine on 2026-11-26 to check more against.
+2,3", "Truncating log scenario-0 to offset 0."), 1.1.1 (a random run of 2026-11-26) and 3.9.2 (the
+KAFKA-17754 scenario runs of 2026-11-26: the same shapes as 4.x; those runs had no ISR change, so
+3.9.2's ISR lines are still unchecked). 4.x leaders log most ISR changes as "ISR updated to ...",
+which IsrSizes turns into a shrink or an expand.
 
 A fact names a partition of the workload topic (`queue-3` or, before 0.11, `[queue,3]`) or none
 (a cluster-wide fact: a controller change, a fenced broker, a start-up). Lines about other topics
@@ -33,6 +33,11 @@ KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((k, re.compile(p)) for k,
     ("truncate", r"Truncating (?:log \S+ to offset \d+|to (?:offset )?\d+)"),
     ("isr-shrink", r"Shrinking ISR"),
     ("isr-expand", r"Expanding ISR"),
+    # 4.x leaders log an ISR the controller changed (a fenced broker taken out, a caught-up one put
+    # back) as "ISR updated to 3,2  and version updated to 3", which says neither shrink nor expand;
+    # IsrSizes tells which from the size before. In the 4.4.0 roll runs of 2026-11-26 every one of
+    # 307 ISR lines about the workload was of this kind, none "Shrinking"/"Expanding".
+    ("isr-updated", r"\] ISR updated to \d"),
     ("elr", r"\bELRs?\b|eligibleLeaderReplicas=\[\d|\belr=\[\d"),
     # "since unclean leader election is disabled" says the opposite: the controller keeps a dead ISR
     # (0.10.2.2, 2026-11-26: 27 such lines in one guided run were read as unclean elections).
@@ -56,7 +61,9 @@ KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((k, re.compile(p)) for k,
 # Kinds that are about the whole cluster, whatever partition a line may name.
 CLUSTER_KINDS = frozenset({"fenced", "unfenced", "controller", "startup", "shutdown", "fatal", "unclean"})
 # Kinds that say nothing new about a partition's state (kept for counts, left out of the state).
-QUIET_KINDS = frozenset({"truncate-noop", "follower"})
+QUIET_KINDS = frozenset({"truncate-noop", "follower", "isr-updated"})
+ISR_FROM_TO = re.compile(r"(?:Shrinking|Expanding) ISR (?:for partition \S+ )?from ([\d,]+) to ([\d,]+)")
+ISR_UPDATED_TO = re.compile(r"ISR updated to ([\d,]+)")
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,39 @@ def classify(line: str, topic: str, broker: int | None = None, names: re.Pattern
         # A partition fact about another topic (__consumer_offsets-7) is not the workload's.
         return None if re.search(r"[\w.-]+-\d+|\[[\w.-]+,\d+\]", line) else Fact(kind, None, broker)
     return Fact(kind, partition if kind not in CLUSTER_KINDS else None, broker)
+
+
+class IsrSizes:
+    """Turns "ISR updated to X" into a shrink or an expand, from the partition's ISR size before it:
+    the last size a log line gave (any broker's: the ISR is the partition's, whoever leads it
+    logs it), or, before any, the largest ISR yet seen anywhere (`full`: a fault phase starts from
+    a whole cluster, so an ISR first heard of below it has shrunk). Equal sizes (a replica swapped
+    for another) and a first line with nothing to compare stay `isr-updated`, counted but quiet."""
+
+    def __init__(self, full: int = 0) -> None:
+        self.full = full
+        self.size: dict[int, int] = {}  # partition -> ISR size last read
+
+    def saw(self, size: int) -> None:
+        """An ISR size read elsewhere (the metadata): a bound on what a whole ISR is."""
+        self.full = max(self.full, size)
+
+    def resolve(self, line: str, fact: Fact | None) -> Fact | None:
+        if fact is None or fact.partition is None or not fact.kind.startswith("isr-"):
+            return fact
+        if fact.kind == "isr-updated":
+            m = ISR_UPDATED_TO.search(line)
+            before, after = self.size.get(fact.partition, self.full), len(m.group(1).split(",")) if m else 0
+        else:
+            m = ISR_FROM_TO.search(line)
+            if m is None:
+                return fact
+            before, after = len(m.group(1).split(",")), len(m.group(2).split(","))
+        self.size[fact.partition] = after
+        self.saw(after)
+        if fact.kind != "isr-updated" or not before or after == before:
+            return fact
+        return Fact("isr-shrink" if after < before else "isr-expand", fact.partition, fact.broker)
 
 
 class LogTail:

@@ -18,7 +18,7 @@ import threading
 from typing import Any, Callable
 
 from harness.history.format import OBSERVED
-from nemesis.guided.loglines import LogTail, classify, partition_pattern
+from nemesis.guided.loglines import IsrSizes, LogTail, classify, partition_pattern
 from nemesis.guided.state import Abstraction, Acks, Look, Seen, decision_state, now
 
 log = logging.getLogger("nemesis")
@@ -44,6 +44,7 @@ class StateWatch:
         self._thread: threading.Thread | None = None
         self._looker_thread: threading.Thread | None = None
         self._names = partition_pattern(topic)
+        self._isr = IsrSizes()
         nodes = list(getattr(cluster, "brokers", []))
         self._tails = [(getattr(n, "node_id", None), LogTail(n)) for n in nodes]
         path = getattr(recorder, "path", None)
@@ -104,9 +105,12 @@ class StateWatch:
         """One observation: the logs, the latest metadata look, the acks; record what changed."""
         t = now()
         facts = []
+        look = self.look
+        for isr in (look.isrs.values() if look is not None else ()):
+            self._isr.saw(len(isr))
         for broker, tail in self._tails:
             for line in tail.lines():
-                fact = classify(line, self.topic, broker, self._names)
+                fact = self._isr.resolve(line, classify(line, self.topic, broker, self._names))
                 if fact is not None:
                     facts.append(fact)
         acked = self._acks.read() if self._acks is not None else None
