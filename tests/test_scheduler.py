@@ -8,7 +8,7 @@ import random
 import time
 
 from nemesis.runner import FaultRunner
-from nemesis.schedule import FaultEvent, build_schedule, random_schedule, replay_schedule
+from nemesis.schedule import EventList, FaultEvent, build_schedule, random_schedule, replay_schedule
 from tests.test_registry import ToyNemesis
 
 
@@ -88,3 +88,20 @@ def test_a_start_is_planned_apart_from_acting_and_a_replay_applies_the_recorded_
     replayed = replay.invoke("start", kill.replay_params(value), random.Random(99))
     assert replayed["targets"] == value["targets"] and replayed["replay"] == "recorded targets"
 
+
+
+def test_a_package_that_asks_late_keeps_its_drawn_gaps_and_a_replay_never_moves() -> None:
+    """An operation that outran its package's next events (a rolling upgrade of 115 s) used to
+    leave them all overdue, to fire back to back; the random schedule now moves them by the delay."""
+    events = [FaultEvent(1.0, "roll", "start"), FaultEvent(11.0, "roll", "stop"), FaultEvent(21.0, "roll", "start"),
+              FaultEvent(5.0, "kill", "start")]
+    assert random_schedule(["roll"], 60.0, 10.0, 1).keep_gaps
+    sched = EventList("random", events, keep_gaps=True)
+    assert sched.next("roll", 0.0).at_s == 1.0
+    late = sched.next("roll", 40.0)  # the roll took until 40 s: its stop is 29 s late
+    assert (late.action, late.at_s) == ("stop", 40.0)
+    assert sched.next("roll", 40.1).at_s == 50.0  # the drawn 10 s gap kept
+    assert sched.next("roll", 50.0) is None
+    assert sched.next("kill", 5.2).at_s == 5.0  # another package is not moved, nor is a slight delay
+    replay = replay_schedule(events)
+    assert [replay.next("roll", t).at_s for t in (0.0, 40.0, 40.1)] == [1.0, 11.0, 21.0]
