@@ -248,7 +248,8 @@ def results_of(record: RunRecord, history: History, counted: Counted, examples: 
         "history": {"path": str(history.path), "format": history.format, "events": history.count,
                     "truncated": history.truncated},
         "run": {"seed": record.seed, "kafka_version": record.kafka_version, "workload": record.workload,
-                "profile": effective_profile(record)["name"], "nemesis": sorted(record.nemesis or [])},
+                "profile": effective_profile(record)["name"], "nemesis": sorted(record.nemesis or []),
+                **({"upgrade_to": record.raw["upgrade_to"]} if record.raw.get("upgrade_to") else {})},
         "checked_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "timings": timings,
     }

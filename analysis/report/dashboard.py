@@ -45,6 +45,14 @@ def _client(record: RunRecord) -> str:
     return f"{name} {own}" if own else name
 
 
+def _version(record: RunRecord, run: dict[str, Any]) -> str:
+    """The Kafka version a run is filed under; an upgrade run under `A→B`, its own row and trend
+    line: its faults and its verdict belong to neither version alone."""
+    version = record.kafka_version or run.get("kafka_version") or "?"
+    to = record.raw.get("upgrade_to")
+    return f"{version}→{to}" if isinstance(to, str) and to else version
+
+
 def _load(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text())
@@ -87,7 +95,7 @@ def collect_runs(store: Path) -> list[dict[str, Any]]:
         rows.append({
             "run_id": d.relative_to(store).as_posix(), "date": when.strftime("%Y-%m-%d %H:%M"), "date_sort": when.isoformat(),
             "report": f"{d.relative_to(store).as_posix()}/report.html" if (d / "report.html").exists() else None,
-            "version": record.kafka_version or run.get("kafka_version") or "?",
+            "version": _version(record, run),
             "nemesis": "+".join(sorted(record.nemesis or run.get("nemesis") or [])) or "none",
             "workload": record.workload or run.get("workload") or "?",
             "profile": record.profile_name or run.get("profile") or "?",

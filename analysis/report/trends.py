@@ -32,7 +32,7 @@ RESULTS_SCHEMA = T.StructType([
     T.StructField("run", T.StructType([
         T.StructField("seed", T.LongType()), T.StructField("kafka_version", T.StringType()),
         T.StructField("workload", T.StringType()), T.StructField("profile", T.StringType()),
-        T.StructField("nemesis", T.ArrayType(T.StringType()))])),
+        T.StructField("nemesis", T.ArrayType(T.StringType())), T.StructField("upgrade_to", T.StringType())])),
 ])
 
 
@@ -59,7 +59,9 @@ def load_runs(spark: SparkSession, store: str) -> DataFrame:
     return raw.select(
         F.regexp_extract(F.input_file_name(), r"([^/]+)/results\.json$", 1).alias("run_id"),
         F.to_timestamp("checked_at").alias("checked_at"),
-        F.coalesce(F.col("run.kafka_version"), F.lit("unknown")).alias("kafka_version"),
+        # An upgrade run is filed under `A→B`, as the dashboard's rows are (analysis/report/dashboard.py).
+        F.concat(F.coalesce(F.col("run.kafka_version"), F.lit("unknown")),
+                 F.coalesce(F.concat(F.lit("→"), F.col("run.upgrade_to")), F.lit(""))).alias("kafka_version"),
         F.coalesce(F.array_join(F.array_sort("run.nemesis"), "+"), F.lit("")).alias("nemesis"),
         F.coalesce(F.col("run.workload"), F.lit("unknown")).alias("workload"),
         F.coalesce(F.col("run.profile"), F.lit("safe")).alias("profile"),

@@ -168,3 +168,14 @@ def test_report_stays_small_with_a_long_timeline(tmp_path: Path, store: Path) ->
     svg = report_charts.timeline_chart(tl)
     assert len(svg.encode()) < 250_000
     assert report_charts.rebin(long, 1)[0].shape[0] <= MAX_COLUMNS
+
+
+def test_the_dashboard_files_an_upgrade_run_under_both_versions(tmp_path: Path) -> None:
+    """An upgrade run (--kafka-version 4.1.1 --upgrade-to 4.4.0) was filed under 4.1.1 alone."""
+    from analysis.report.dashboard import collect_runs
+
+    for name, config in (("20261126T053927-388c88", {"kafka_version": "4.1.1", "upgrade_to": "4.4.0", "nemesis": ["upgrade"]}),
+                         ("20261126T014609-acbcc6", {"kafka_version": "4.4.0", "nemesis": ["roll"]})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({"workload": "queue", "seed": 1, **config}))
+    assert sorted(r["version"] for r in collect_runs(tmp_path)) == ["4.1.1→4.4.0", "4.4.0"]
