@@ -89,18 +89,22 @@ def run(name: str, kafka_version: str | None, store: Path, check: bool, client: 
 @click.option("--store", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
 @click.option("--output", type=click.Path(path_type=Path), default=None, help="Also write the Markdown table here.")
 @click.option("--checker/--no-checker", default=True, help="Use the normal Spark checker (else the reference checker).")
-def matrix(versions: str, names: str | None, store: Path, output: Path | None, checker: bool) -> None:
-    """Run scenario x version and print a Markdown table: lost / diverged / detected-by-client, verdict."""
+@click.option("--clients", default="librdkafka", show_default=True, metavar="LIST",
+              help="Comma-separated clients, each NAME or NAME:VERSION (librdkafka,java,java:3.9.1): every scenario that "
+                   "can drive a client runs once per client; the others get a 'not applicable' row for it.")
+def matrix(versions: str, names: str | None, store: Path, output: Path | None, checker: bool, clients: str) -> None:
+    """Run scenario x version x client and print a Markdown table: lost / diverged / detected-by-client, verdict."""
     from harness.scenarios import get_scenario, scenarios
-    from harness.scenarios.matrix import run_matrix
+    from harness.scenarios.matrix import parse_clients, run_matrix
 
     try:
         chosen = [get_scenario(n.strip()) for n in names.split(",")] if names else list(scenarios().values())
+        chosen_clients = parse_clients(clients)
     except HarnessError as exc:
         _fail(exc.message, exc.hint or None)
         return
     table = run_matrix(chosen, [v.strip() for v in versions.split(",") if v.strip()], store, use_checker=checker,
-                       echo=lambda line: click.echo(line, err=True))
+                       echo=lambda line: click.echo(line, err=True), clients=chosen_clients)
     click.echo(table)
     if output is not None:
         output.write_text(table + "\n")

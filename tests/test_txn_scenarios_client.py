@@ -202,3 +202,37 @@ def test_kafka17754_runs_with_each_client(client: str, tmp_path: Path) -> None:
     assert summary["observations"]["client"] == client
     assert summary["observations"]["endtxn_versions_sent"], "the client's EndTxn versions were not logged"
     assert validate_history(run_dir / "history.jsonl") == []
+
+
+def test_the_matrix_runs_each_scenario_once_per_client_it_can_drive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`scenario matrix --clients librdkafka,java:3.9.1`: the KAFKA-17754 scenario once with each,
+    a librdkafka-only scenario once and a 'not applicable' row for java; the client is a column."""
+    ran: list[tuple[str, str, str, Any]] = []
+
+    def fake_run(s: Any, kafka_version: Any, store: Any, command_line: Any = None, client: str = "", client_version: Any = None) -> Path:
+        ran.append((s.name, kafka_version, client, client_version))
+        run_dir = tmp_path / f"r{len(ran)}"
+        run_dir.mkdir()
+        versions = {"librdkafka": "2.16.0"} if client == "librdkafka" else {"kafka-clients": client_version or "4.4.0"}
+        (run_dir / "scenario.json").write_text(json.dumps({
+            "scenario": s.name, "kafka_version": kafka_version, "run_id": run_dir.name, "status": "completed", "bug_shown": False,
+            "client": {"name": client, "versions": versions}, "headline": {"lost": 0, "diverged": 0, "detected_by_client": 0},
+            "replica_divergence": {"diverged": False}, "observations": {}}))
+        return run_dir
+
+    monkeypatch.setattr(runner_module, "run_scenario", fake_run)
+    result = CliRunner().invoke(scenario, ["matrix", "--versions", "4.4.0", "--scenarios", f"{NAME},kip279-fast-failover",
+                                           "--clients", "librdkafka,java:3.9.1", "--no-checker", "--store", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert ran == [(NAME, "4.4.0", "librdkafka", None), (NAME, "4.4.0", "java", "3.9.1"),
+                   ("kip279-fast-failover", "4.4.0", "librdkafka", None)]
+    lines = result.output.splitlines()
+    assert any(f"| {NAME} | 4.4.0 | java 3.9.1 | 0 |" in line for line in lines)
+    assert any(f"| {NAME} | 4.4.0 | librdkafka 2.16.0 | 0 |" in line for line in lines)
+    assert any("| kip279-fast-failover | 4.4.0 | java 3.9.1 |" in line and "not applicable | drives librdkafka only" in line
+               for line in lines)
+
+
+def test_an_unknown_client_in_the_matrix_is_exit_2_before_anything_runs(tmp_path: Path) -> None:
+    result = CliRunner().invoke(scenario, ["matrix", "--clients", "librdkafka,jvm", "--store", str(tmp_path / "s")])
+    assert result.exit_code == 2 and "unknown client 'jvm'" in result.output and not (tmp_path / "s").exists()

@@ -12,8 +12,35 @@ from harness.provision.kafka_jars import kraft_supported
 from harness.provision.settings import kafka_version as resolve_kafka_version
 from harness.scenarios import Scenario
 
-HEADER = ("| scenario | Kafka | lost | diverged (history) | replicas diverged | detected by client | verdict | bug shown | run |\n"
-          "|---|---|---|---|---|---|---|---|---|")
+HEADER = ("| scenario | Kafka | client | lost | diverged (history) | replicas diverged | detected by client | verdict | bug shown | run |\n"
+          "|---|---|---|---|---|---|---|---|---|---|")
+
+
+def client_text(record: dict[str, Any] | None) -> str:
+    """`librdkafka 2.16.0` or `java 4.4.0`: the client a scenario's driven clients ran (scenario.json)."""
+    record = record or {"name": "librdkafka"}
+    versions = record.get("versions") or {}
+    version = versions.get("librdkafka") or versions.get("kafka-clients") or next(iter(versions.values()), "")
+    return f"{record.get('name', '?')} {version}".strip()
+
+
+def parse_clients(text: str) -> list[tuple[str, str | None]]:
+    """`librdkafka,java,java:3.9.1` → [(librdkafka, None), (java, None), (java, 3.9.1)]; an unknown
+    client name is a HarnessError (exit 2) before anything starts."""
+    from workloads import drivers
+
+    out: list[tuple[str, str | None]] = []
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        name, _, version = item.partition(":")
+        if name not in drivers.names():
+            raise HarnessError(f"--clients {text!r}: unknown client {name!r}.",
+                               hint=f"give a comma-separated list of {', '.join(drivers.names())}, each optionally NAME:VERSION (java:3.9.1)")
+        out.append((name, version or None))
+    if not out:
+        raise HarnessError(f"--clients {text!r} names no client.", hint="e.g. --clients librdkafka,java")
+    return out
 
 
 def _load(run_dir: Path, name: str) -> dict[str, Any]:
@@ -37,7 +64,7 @@ def row(run_dir: Path, results: dict[str, Any] | None) -> str:
     bug = {True: "**yes**", False: "no", None: "–"}[s.get("bug_shown")]
     if s["status"] != "completed":
         bug = f"incomplete: {s['incomplete_reason'][:120]}"
-    return f"| {s['scenario']} | {s['kafka_version']} | {lost} | {diverged} | {rep} | {detected} | {verdict} | {bug} | {s['run_id']} |"
+    return f"| {s['scenario']} | {s['kafka_version']} | {client_text(s.get('client'))} | {lost} | {diverged} | {rep} | {detected} | {verdict} | {bug} | {s['run_id']} |"
 
 
 def render_run(run_dir: Path, results: dict[str, Any] | None) -> str:
@@ -60,31 +87,36 @@ def render_run(run_dir: Path, results: dict[str, Any] | None) -> str:
 
 
 def run_matrix(chosen: list[Scenario], versions: list[str], store: Path | str, use_checker: bool = True,
-               echo: Callable[[str], None] = print) -> str:
-    """Run every runnable scenario on every version (infrastructure failures become rows too)."""
-    from harness.scenarios.runner import run_scenario
+               echo: Callable[[str], None] = print, clients: list[tuple[str, str | None]] | None = None) -> str:
+    """Run every runnable scenario on every version with every client (`scenario matrix --clients`;
+    default librdkafka alone). A scenario that cannot drive a client, or a version it does not serve,
+    is a 'not applicable' row; infrastructure failures become rows too."""
+    from harness.scenarios.runner import clients_of, run_scenario
 
     finisher = Finisher() if use_checker else None
     rows = [HEADER]
     for s in chosen:
         if not s.runnable:
-            rows.append(f"| {s.name} | all | – | – | – | – | not runnable | {s.reason[:160]}… | – |")
+            rows.append(f"| {s.name} | all | – | – | – | – | – | not runnable | {s.reason[:160]}… | – |")
             continue
         for v in versions:
             refused = s.serves(kraft_supported(resolve_kafka_version(v)))
-            if refused:  # a row that says so, not a failure: nothing started
-                rows.append(f"| {s.name} | {v} | – | – | – | – | not applicable | {refused} | – |")
-                continue
-            echo(f"running {s.name} on Kafka {v} …")
-            try:
-                run_dir = run_scenario(s, v, store)
-            except HarnessError as exc:
-                rows.append(f"| {s.name} | {v} | – | – | – | – | failed to run | {str(exc)[:160]} | – |")
-                echo(f"  failed: {exc}")
-                continue
-            results = _check(finisher, run_dir, echo) if finisher is not None else None
-            rows.append(row(run_dir, results))
-            echo("  " + rows[-1])
+            for client, client_version in clients or [("librdkafka", None)]:
+                label = client + (f" {client_version}" if client_version else "")
+                why = refused or (None if client in clients_of(s) else f"drives {' and '.join(clients_of(s))} only")
+                if why:  # a row that says so, not a failure: nothing started
+                    rows.append(f"| {s.name} | {v} | {label} | – | – | – | – | not applicable | {why} | – |")
+                    continue
+                echo(f"running {s.name} on Kafka {v} with {label} …")
+                try:
+                    run_dir = run_scenario(s, v, store, client=client, client_version=client_version)
+                except HarnessError as exc:
+                    rows.append(f"| {s.name} | {v} | {label} | – | – | – | – | failed to run | {str(exc)[:160]} | – |")
+                    echo(f"  failed: {exc}")
+                    continue
+                results = _check(finisher, run_dir, echo) if finisher is not None else None
+                rows.append(row(run_dir, results))
+                echo("  " + rows[-1])
     return "\n".join(rows)
 
 
@@ -99,18 +131,18 @@ def table_from_store(store: Path | str, use_checker: bool = True, echo: Callable
     for run_dir in sorted(Path(store).iterdir()):
         s = _load(run_dir, "scenario.json") if run_dir.is_dir() else {}
         if s:
-            latest[(s["scenario"], s["kafka_version"])] = run_dir  # run ids sort by time
+            latest[(s["scenario"], s["kafka_version"], client_text(s.get("client")))] = run_dir  # run ids sort by time
     finisher = Finisher()
     rows = [HEADER]
-    for (name, version), run_dir in sorted(latest.items(), key=lambda kv: (order.index(kv[0][0]) if kv[0][0] in order else 99,
-                                                                           [-x for x in parse_version(kv[0][1])])):
+    for (name, version, _), run_dir in sorted(latest.items(), key=lambda kv: (order.index(kv[0][0]) if kv[0][0] in order else 99,
+                                                                              [-x for x in parse_version(kv[0][1])], kv[0][2])):
         results = _load(run_dir, "results.json") or None
         if results is None and use_checker:
             results = _check(finisher, run_dir, echo)
         rows.append(row(run_dir, results))
     for s in scenarios().values():
         if not s.runnable:
-            rows.append(f"| {s.name} | all | – | – | – | – | not runnable | see docs/scenarios.md | – |")
+            rows.append(f"| {s.name} | all | – | – | – | – | – | not runnable | see docs/scenarios.md | – |")
     return "\n".join(rows)
 
 
