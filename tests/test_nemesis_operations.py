@@ -201,7 +201,7 @@ def test_a_disk_swap_waits_for_a_whole_cluster_and_never_starts_while_a_partitio
     for n in cluster.brokers:
         n.roles = ("broker", "controller")
         n.exec = lambda command, n=n: (n.hits.append(f"wipe {n.node_id}") or (0, "queue-0\nqueue-1\n"))
-    nemesis = MembershipNemesis(("one",)).setup(cluster, recorder, "queue")
+    nemesis = MembershipNemesis(("one",), ("swap-disk",)).setup(cluster, recorder, "queue")
     nemesis.invoke("start", {}, random.Random(1))
     fs = [f for f, _ in recorder.events]
     assert fs == ["disk-swap", "disk-swapped", "disk-swap-settled"] and recorder.events[-1][1]["whole"] is True

@@ -141,8 +141,10 @@ class ClusterWatch(Watch):
     def __init__(self, cluster: "KafkaCluster", unreachable_after_s: float = 60.0, period_s: float = 1.0,
                  docker_silence_s: float = 20.0, client: Any = None) -> None:
         super().__init__(cluster.run_id, unreachable_after_s, period_s)
-        self.containers = {n.container.get_wrapped_container().name: n.hostname for n in cluster.nodes}
-        self.ports = {b.node_id: b.host_port for b in cluster.brokers if b.host_port}
+        # The nodes are read again at every look: a node added during the run (nemesis/membership.py,
+        # harness/cluster/grow.py) is watched from then on, one retired by the harness no longer is.
+        self.cluster = cluster
+        self.containers, self.ports = self.current()
         self.docker_silence_s = docker_silence_s
         self.client = client
         self._last_docker = time.monotonic()
@@ -162,7 +164,19 @@ class ClusterWatch(Watch):
                    f"every broker ({listeners}) is unreachable, though its container runs")
         return None
 
+    def current(self) -> tuple[dict[str, str], dict[int, int]]:
+        """The cluster's nodes now: container name -> hostname, broker id -> host port (a node whose
+        container has not started yet is left out)."""
+        names = {}
+        for node in list(self.cluster.nodes):
+            try:
+                names[node.container.get_wrapped_container().name] = node.hostname
+            except Exception:  # testcontainers: "Container is not started"
+                continue
+        return names, {b.node_id: b.host_port for b in list(self.cluster.brokers) if b.host_port}
+
     def containers_gone(self, now: float) -> str | None:
+        before = self.current()[0]
         try:
             listed = self.client.api.containers(all=True, filters={"label": f"{RUN_LABEL}={self.run_id}"})
         except Exception as exc:  # the engine under load may be slow: only a long silence counts
@@ -170,6 +184,10 @@ class ClusterWatch(Watch):
                 return f"the Docker engine has not answered for {now - self._last_docker:.0f} s: {exc}"
             return None
         self._last_docker = now
+        # Only the nodes the cluster held both before and after the listing: the harness may retire
+        # one (its container removed) while the listing is under way.
+        after, self.ports = self.current()
+        self.containers = {name: host for name, host in before.items() if name in after}
         states = {name.lstrip("/"): c.get("State", "") for c in listed for name in c.get("Names", [])}
         missing = sorted(n for n in self.containers if n not in states)
         stopped = sorted(f"{n} ({states[n]})" for n in self.containers if n in states and states[n] not in LIVE_STATES)

@@ -44,6 +44,10 @@ NODE_DOWN = FaultKind("node stopped by an operation", "node-stop", "node-start")
 FENCE = FaultKind("zombie producer", "fence", "fenced")
 REASSIGN = FaultKind("partition reassignment", "reassign", "reassigned")
 DISK_SWAP = FaultKind("data disk replaced", "disk-swap", "disk-swapped")  # nemesis/membership.py
+# A broker added under a new node id and partitions moved onto it, and a broker decommissioned (its
+# partitions moved away or not, stopped, unregistered in KRaft): nemesis/membership.py.
+BROKER_ADD = FaultKind("broker added", "add-broker", "broker-added")
+DECOMMISSION = FaultKind("broker decommissioned", "decommission", "decommissioned")
 # A rolling upgrade (nemesis/upgrade.py): every node restarted on a new version's jars, then Kafka's
 # feature levels finalized (FeatureCommand upgrade), a band of its own inside the upgrade's.
 UPGRADE = FaultKind("rolling upgrade", "upgrade", "upgraded")
@@ -53,9 +57,9 @@ FEATURES = FaultKind("feature upgrade", "finalize-features", "features-finalized
 QUORUM = FaultKind("controller voter removed", "remove-voter", "voter-added")
 
 KINDS = (PARTITION, LOSS, KILL, PAUSE, CLOCK_BUMP, CLOCK_STROBE, CUT, POWER, DISK_EIO_WRITE, DISK_EIO_READ, DISK_FULL, TRANSFER,
-         ROLL, NODE_DOWN, FENCE, REASSIGN, DISK_SWAP, UPGRADE, FEATURES, QUORUM)
+         ROLL, NODE_DOWN, FENCE, REASSIGN, DISK_SWAP, BROKER_ADD, DECOMMISSION, UPGRADE, FEATURES, QUORUM)
 # The kinds that are operations: results.json and the report measure clients' unavailability during each.
-OPERATIONS = (ROLL, FENCE, REASSIGN, DISK_SWAP, UPGRADE, QUORUM)
+OPERATIONS = (ROLL, FENCE, REASSIGN, DISK_SWAP, BROKER_ADD, DECOMMISSION, UPGRADE, QUORUM)
 BY_START = {k.start: k for k in KINDS}
 STOPS = {k.stop for k in KINDS}
 HEAL = "heal"  # the fault runner's final event: every fault healed (value: what each package did)
