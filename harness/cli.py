@@ -348,16 +348,13 @@ def _register_commands() -> None:
     """scenario, status (the local checker), and the analysis commands (check, report, dashboard, trends) as they are."""
     from analysis.cli import main as analysis_main
     from harness.checker_commands import status
+    from harness.experiments.campaign_commands import campaign, replay_find_command
     from harness.experiments.commands import compare_clients_command, controls, detect
     from harness.scenario_commands import scenario
     from harness.store_commands import prune
 
-    cli.add_command(prune)
-    cli.add_command(status)
-    cli.add_command(scenario)
-    cli.add_command(controls)
-    cli.add_command(detect)
-    cli.add_command(compare_clients_command)
+    for command in (prune, status, scenario, controls, detect, compare_clients_command, campaign, replay_find_command):
+        cli.add_command(command)
     from harness.target.commands import cluster_group
 
     cli.add_command(cluster_group)

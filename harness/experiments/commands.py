@@ -100,6 +100,9 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
                    "STORE/<version>/guided-coverage.json growing over the sweep; random: the random schedule with the "
                    "same state watch, so both count distinct states. Either is a separate measurement in the ledger.  "
                    "[default: the random schedule, unwatched]")
+@click.option("--campaign", default=None, type=click.FloatRange(min=0, min_open=True), metavar="HOURS",
+              help="Instead of --seeds: seeds 1, 2, ... on every version until HOURS of wall time are spent (runs "
+                   "recorded earlier count theirs, so a stopped campaign resumes); `harness campaign STORE` draws its page.")
 @click.option("--recipes", is_flag=True, help="Run each version under its measured recipe (harness/experiments/regression.py: "
               "0.10.2.2 heir with replicas compared; 1.1.1 transfer with replicas compared and crash-clients 5; "
               "any other the compound mix) instead of --nemesis/--compare-replicas/--crash-clients: issue 21's "
@@ -107,7 +110,8 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
 @click.pass_context
 def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: str, time_limit: float, nemesis: str,
            nemesis_interval: float, rate: float, store: str, spark_master: str | None, compare_replicas: bool,
-           crash_clients: float | None, markdown_out: str | None, schedule: str | None, recipes: bool) -> None:
+           crash_clients: float | None, markdown_out: str | None, schedule: str | None, campaign: float | None,
+           recipes: bool) -> None:
     """Detection power of the random schedule: `safe` runs under role-aware kill, partition and
     pause faults, per Kafka version and seed, counting the runs that are invalid because of a
     forbidden loss or divergence.
@@ -119,7 +123,9 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
     from harness.experiments.detection import Detection, profile_for, run_detection
     from harness.run.directory import prepare_store
 
-    seed_list, versions = _checked(ctx, kafka_versions, profile, seeds, recipes)
+    if campaign is not None and ctx.get_parameter_source("seeds") is not click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("--campaign chooses the seeds (1, 2, ... until the budget is spent); drop --seeds")
+    seed_list, versions = _checked(ctx, kafka_versions, profile, "1" if campaign else seeds, recipes)
     plans = _plans(versions, nemesis, compare_replicas, crash_clients, recipes)
     if schedule == "guided":
         from nemesis.guided.scheduler import refuse_recipes
@@ -127,10 +133,12 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
         for _, r in plans:  # heir, transfer, flap, rejoin: exit 2 before any cluster starts
             refuse_recipes(list(_packages(r.nemesis.replace("+", ","), "detection runs")))
     target = prepare_store(Path(store))
-    total = len(versions) * len(seed_list)
+    total: int | str = len(versions) * len(seed_list)
     # The seeds as resolved: '--seeds 8' is a count (1..8), and it once ran seeds 1-7 again by mistake.
     named = (f"{seed_list[0]}..{seed_list[-1]}" if len(seed_list) > 2 and seed_list == list(range(seed_list[0], seed_list[-1] + 1))
              else ",".join(map(str, seed_list)))
+    if campaign is not None:
+        total, named = "?", f"1, 2, ... for {campaign:g} h"
     console.print(f"{total} run(s) × seeds {named}, {time_limit:g} s each: "
                   + "; ".join(f"{', '.join(f'{v} ({profile_for(v, profile)})' for v in vs)} under {r.label}"
                               for vs, r in plans) + f"; ledger {target / 'detection.jsonl'}")
@@ -149,12 +157,22 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
         from analysis.checking.spark import get_session
 
         spark = get_session(spark_master)
-    runs = []
-    for vs, r in plans:
-        runs += run_detection(target, vs, seed_list, time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate,
-                              packages=_packages(r.nemesis.replace("+", ","), "detection runs"), spark=spark,
-                              on_run=progress, compare_replicas=r.compare_replicas, profile=profile,
-                              crash_clients_s=r.crash_clients_s, schedule=schedule).runs
+
+    def sweep(seeds: list[int]) -> list:  # type: ignore[type-arg]
+        runs = []
+        for vs, r in plans:
+            runs += run_detection(target, vs, seeds, time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate,
+                                  packages=_packages(r.nemesis.replace("+", ","), "detection runs"), spark=spark,
+                                  on_run=progress, compare_replicas=r.compare_replicas, profile=profile,
+                                  crash_clients_s=r.crash_clients_s, schedule=schedule).runs
+        return runs
+
+    if campaign is None:
+        runs = sweep(seed_list)
+    else:
+        from harness.experiments.campaign import campaign_seeds
+
+        runs = campaign_seeds(campaign, sweep)
     result = Detection(runs)
     text = result.markdown()
     click.echo(text)
