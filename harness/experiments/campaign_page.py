@@ -40,8 +40,10 @@ def render_campaign(store: Path, out: Path | None = None, replay_ledgers: list[P
     versions: dict[tuple[str, str], list[Group]] = {}
     for g in groups:
         versions.setdefault((g.version, g.profile), []).append(g)
+    # One colour per schedule over the whole page, so that random is the same line on every chart.
+    colours = {name: COLOURS[i % len(COLOURS)] for i, name in enumerate(sorted({g.schedule for g in groups}))}
     for n, ((version, profile), gs) in enumerate(versions.items()):
-        body.append(coverage_chart(version, profile, gs, f"coverage-{n}"))
+        body.append(coverage_chart(version, profile, gs, f"coverage-{n}", colours))
     body += ["<h2>Finds</h2>", finds_table(groups, out.parent), "<h2>Every run</h2>", runs_table(groups, out.parent)]
     title = f"Kafka campaign: {finds} finds in {runs} runs"
     return html.write_atomic(out, html.page(title, "\n".join(body)))
@@ -82,7 +84,7 @@ def summary_table(groups: list[Group]) -> str:
             "how far into its run the first loss example's evidence was complete (when results.json explains one).</p>")
 
 
-def coverage_chart(version: str, profile: str, groups: list[Group], div_id: str) -> Markup:
+def coverage_chart(version: str, profile: str, groups: list[Group], div_id: str, colours: dict[str, str]) -> Markup:
     """Two panels, union of distinct states and of transitions after each run against campaign
     seconds of workload, one line per schedule; a find is a star on its run's point."""
     from analysis.report.svg import Panel, chart
@@ -95,8 +97,8 @@ def coverage_chart(version: str, profile: str, groups: list[Group], div_id: str)
     trans = Panel(684, 30, 520, 240, (0, xmax), (0, tmax * 1.08))
     trans.frame("union of distinct transitions", xlabel="campaign seconds of workload", ylabel="transitions")
     legend = []
-    for i, g in enumerate(groups):
-        colour = COLOURS[i % len(COLOURS)]
+    for g in groups:
+        colour = colours[g.schedule]
         xs = [c[0] for c in g.curve]
         tips = ["start"] + [f"{g.schedule} run {n} ({r.run_id}, seed {r.row.seed}, {r.row.verdict}): {len(r.states)} states, "
                             f"{len(r.transitions)} transitions in the run; union {c[1]} states, {c[2]} transitions"
@@ -110,7 +112,8 @@ def coverage_chart(version: str, profile: str, groups: list[Group], div_id: str)
                 panel.marks([f[0] for f in found], [f[1] for f in found], "star", FIND,
                             ["FIND: " + f[2] for f in found], 9)
         legend.append((colour, "line", f"{g.schedule}: {len(g.runs)} runs, {len(g.finds)} finds"))
-    legend.append((FIND, "dot", "a run that found a loss or divergence (star)"))
+    if any(g.finds for g in groups):
+        legend.append((FIND, "dot", "a run that found a loss or divergence (star)"))
     return Markup(f"<h3>{escape(version)} ({escape(profile)})</h3>") + chart(
         div_id, 1230, 310, [states, trans], legend, f"coverage over time on {version}")
 
