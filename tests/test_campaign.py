@@ -192,3 +192,15 @@ def test_detect_campaign_refuses_seeds(tmp_path: Path) -> None:
     done = _cli("detect", "--campaign", "1", "--seeds", "3", "--store", str(tmp_path / "s"))
     assert done.returncode == 2 and "drop --seeds" in done.stderr
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.slow
+def test_the_page_opens_offline_in_chromium_and_draws_its_charts(store: Path, tmp_path: Path) -> None:
+    from tests.browser import load_page
+
+    page = render_campaign(store, tmp_path / "alone" / "campaign.html")  # away from the store, as if mailed
+    check = re.search(r'<div id="kh-selfcheck"[^>]*>', load_page(page).dom)
+    assert check is not None
+    attrs = dict(re.findall(r'data-(\w+)="([^"]*)"', check.group(0).replace("&quot;", '"')))
+    assert attrs["errors"] == "[]" and attrs["resources"] == "[]"
+    assert attrs["plots"] == attrs["drawn"] == "1"
