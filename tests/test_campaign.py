@@ -30,18 +30,27 @@ def settings(schedule: str) -> dict:
 
 
 def write_run(store: Path, run_id: str, seed: int, ticks: list[dict[str, str]], schedule: str = "random",
-              lost: int = 0, workload_s: float = 120.0, parquet: bool = True) -> DetectionRun:
+              lost: int = 0, workload_s: float = 120.0, parquet: bool = True, at_s: list[float] | None = None) -> DetectionRun:
     """A run directory with config.json, results.json and a history whose observed events are what
-    StateWatch.tick records for `ticks` (each tick: every partition's state), and its ledger row."""
+    StateWatch.tick records for `ticks` (each tick: every partition's state), and its ledger row.
+    The recorder stamps its own times; with `at_s` the events are written with those times instead
+    (seconds on the history's clock), in the recorder's line format."""
     run_dir = store / VERSION / run_id
     run_dir.mkdir(parents=True)
     seen = Seen()
     recorder = Recorder(run_dir / "history.jsonl")
+    values = []
     for states in ticks:
         changed = seen.update(states)
-        recorder.nemesis(OBSERVED, {"states": {f"queue-{p}": new for p, (_, new) in sorted(changed.items())},
-                                    "distinct_states": len(seen.states), "distinct_transitions": len(seen.transitions)})
+        values.append({"states": {f"queue-{p}": new for p, (_, new) in sorted(changed.items())},
+                       "distinct_states": len(seen.states), "distinct_transitions": len(seen.transitions)})
+        if at_s is None:
+            recorder.nemesis(OBSERVED, values[-1])
     recorder.close(parquet=parquet)
+    if at_s is not None:
+        (run_dir / "history.jsonl").write_text("".join(
+            json.dumps({"index": i, "time": int(t * 1e9), "process": "nemesis", "type": "info", "f": OBSERVED, "value": v},
+                       separators=(",", ":")) + "\n" for i, (t, v) in enumerate(zip(at_s, values))))
     write_json(run_dir / "config.json", {"config_format": 2, "run_id": run_id, "seed": seed, "workload": "queue",
                                          "kafka_version": VERSION, "profile": {"name": "no-idempotence"},
                                          "seconds": {"workload": workload_s}, "phases_s": {"workload": 6.0},
@@ -67,7 +76,8 @@ def store(tmp_path: Path) -> Path:
     write_run(s, "20261126T010000-aaaaaa", 1, [{0: "a", 1: "a"}, {0: "b", 1: "a"}])
     write_run(s, "20261126T020000-bbbbbb", 2, [{0: "b"}, {0: "c"}, {0: "b"}], lost=6, parquet=False)
     # guided: one run seeing a, d; 60 s of workload.
-    write_run(s, "20261126T013000-cccccc", 1, [{0: "a"}, {0: "d"}], schedule="guided", workload_s=60.0)
+    write_run(s, "20261126T013000-cccccc", 1, [{0: "a"}, {0: "d"}], schedule="guided", workload_s=60.0,
+              parquet=False, at_s=[10.0, 40.0])
     return s
 
 
@@ -204,3 +214,14 @@ def test_the_page_opens_offline_in_chromium_and_draws_its_charts(store: Path, tm
     attrs = dict(re.findall(r'data-(\w+)="([^"]*)"', check.group(0).replace("&quot;", '"')))
     assert attrs["errors"] == "[]" and attrs["resources"] == "[]"
     assert attrs["plots"] == attrs["drawn"] == "1"
+
+
+def test_coverage_grows_within_a_run_at_its_observed_events(store: Path) -> None:
+    guided = {g.schedule: g for g in load_campaign(store)}["guided"]
+    # Events at 10 s and 40 s on the history's clock, the workload having begun at 6.0 s.
+    assert guided.growth == [(0.0, 0, 0), (4.0, 1, 0), (34.0, 2, 1), (60.0, 2, 1)]
+    random = {g.schedule: g for g in load_campaign(store)}["random"]
+    # The recorder's events come microseconds after it opened, before the workload began: drawn at
+    # their run's start (clamped); the second run's start at 120 s.
+    assert [x for x, _, _ in random.growth] == [0.0, 0.0, 0.0, 120.0, 120.0, 120.0, 120.0, 240.0]
+    assert random.growth[-1] == random.curve[-1] == (240.0, 3, 3)

@@ -38,6 +38,8 @@ class CampaignRun:
     states: set[str] = field(default_factory=set)
     transitions: set[str] = field(default_factory=set)
     watched: bool = False  # the run recorded `observed` events
+    # Per observed event: seconds after the workload began, states and transitions new to the run.
+    steps: list[tuple[float, list[str], list[str]]] = field(default_factory=list)
     workload_s: float = 0.0
     first_evidence_s: float | None = None  # seconds into the workload of the first loss example's evidence
     first_evidence: str = ""  # that example's anomaly and sentence
@@ -64,6 +66,8 @@ class Group:
     failed: int = 0
     # After each run: (campaign seconds of workload, union of states, union of transitions).
     curve: list[tuple[float, int, int]] = field(default_factory=list)
+    # The same at each observed event (its time within its run's workload, clamped to it): the line drawn.
+    growth: list[tuple[float, int, int]] = field(default_factory=list)
     union_states: set[str] = field(default_factory=set)
     union_transitions: set[str] = field(default_factory=set)
 
@@ -88,20 +92,28 @@ def schedule_label(row: DetectionRun) -> str:
     return schedule_of(row) + (f" (design {design})" if design is not None else "")
 
 
-def observed_sets(run_dir: Path) -> tuple[set[str], set[str], bool]:
-    """The distinct states and transitions of a run, from its `observed` events, counted by the
-    state watch's own Seen: each event holds the partitions whose state changed at that tick."""
+def observed_steps(run_dir: Path) -> list[tuple[float, list[str], list[str]]]:
+    """Per `observed` event of a run: its time (seconds on the history's clock) and the states and
+    transitions first seen then, counted by the state watch's own Seen (each event holds the
+    partitions whose state changed at that tick, as the watch recorded them)."""
     from nemesis.guided.state import Seen
 
-    seen = Seen()
-    events = _observed_events(run_dir)
-    for states in events:
+    seen, steps = Seen(), []
+    for time_ns, states in _observed_events(run_dir):
+        known_states, known_transitions = len(seen.states), len(seen.transitions)
         seen.update(states)
-    return set(seen.states), set(seen.transitions), bool(events)
+        steps.append((time_ns / 1e9, list(seen.states)[known_states:], list(seen.transitions)[known_transitions:]))
+    return steps
 
 
-def _observed_events(run_dir: Path) -> list[dict[str, str]]:
-    """The `states` maps of a run's observed events, in history order. The Parquet twin is read
+def observed_sets(run_dir: Path) -> tuple[set[str], set[str], bool]:
+    """A run's distinct states and transitions, and whether it recorded any `observed` event."""
+    steps = observed_steps(run_dir)
+    return ({x for _, new, _ in steps for x in new}, {x for _, _, new in steps for x in new}, bool(steps))
+
+
+def _observed_events(run_dir: Path) -> list[tuple[int, dict[str, str]]]:
+    """(time, `states` map) of a run's observed events, in history order. The Parquet twin is read
     with a filter (45 events out of 250,000: 0.1 s instead of parsing 45 MB of JSON Lines); a run
     not checked yet has only history.jsonl, read as every reader does (harness/history/files.py)."""
     from harness.history.format import OBSERVED
@@ -110,14 +122,14 @@ def _observed_events(run_dir: Path) -> list[dict[str, str]]:
     if parquet.exists():
         import pyarrow.parquet as pq
 
-        table = pq.read_table(parquet, columns=["index", "f", "value"], filters=[("f", "==", OBSERVED)])
+        table = pq.read_table(parquet, columns=["index", "time", "f", "value"], filters=[("f", "==", OBSERVED)])
         rows = sorted(table.to_pylist(), key=lambda r: r["index"])
-        return [json.loads(r["value"])["states"] for r in rows if r["value"]]
+        return [(r["time"], json.loads(r["value"])["states"]) for r in rows if r["value"]]
     if not (run_dir / "history.jsonl").exists():
         return []
     from harness.history.files import read_history
 
-    return [e["value"]["states"] for e in read_history(run_dir / "history.jsonl")
+    return [(e["time"], e["value"]["states"]) for e in read_history(run_dir / "history.jsonl")
             if e.get("f") == OBSERVED and e.get("process") == "nemesis"]
 
 
@@ -153,10 +165,13 @@ def load_run(row: DetectionRun, store: Path) -> CampaignRun:
     if record is not None and record.seconds.workload:
         run.workload_s = float(record.seconds.workload)  # the workload as it ran, not as asked
     results = _json(run_dir / "results.json")
+    began = record.phases_s.workload if record is not None and record.phases_s.workload else 0.0
     if row.found:
-        began = record.phases_s.workload if record is not None and record.phases_s.workload else 0.0
         run.first_evidence_s, run.first_evidence = first_evidence(results, float(began))
-    run.states, run.transitions, run.watched = observed_sets(run_dir)
+    run.steps = [(t - began, ns, nt) for t, ns, nt in observed_steps(run_dir)]
+    run.states = {x for _, new, _ in run.steps for x in new}
+    run.transitions = {x for _, _, new in run.steps for x in new}
+    run.watched = bool(run.steps)
     return run
 
 
@@ -191,11 +206,16 @@ def load_campaign(store: Path, replay_ledgers: list[Path] | None = None) -> list
     for group in groups.values():
         at = 0.0
         group.curve.append((0.0, 0, 0))
+        group.growth.append((0.0, 0, 0))
         for run in group.runs:
+            for t, states, transitions in run.steps:
+                group.union_states.update(states)
+                group.union_transitions.update(transitions)
+                group.growth.append((at + min(max(t, 0.0), run.workload_s), len(group.union_states),
+                                     len(group.union_transitions)))
             at += run.workload_s
-            group.union_states |= run.states
-            group.union_transitions |= run.transitions
             group.curve.append((at, len(group.union_states), len(group.union_transitions)))
+            group.growth.append(group.curve[-1])
     return sorted(groups.values(), key=lambda g: (g.version, g.profile, g.schedule))
 
 

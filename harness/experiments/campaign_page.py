@@ -85,8 +85,8 @@ def summary_table(groups: list[Group]) -> str:
 
 
 def coverage_chart(version: str, profile: str, groups: list[Group], div_id: str, colours: dict[str, str]) -> Markup:
-    """Two panels, union of distinct states and of transitions after each run against campaign
-    seconds of workload, one line per schedule; a find is a star on its run's point."""
+    """Two panels, union of distinct states and of transitions against campaign seconds of workload,
+    one line per schedule, rising at each observed event; a dot is a run's end, a star a find's."""
     from analysis.report.svg import Panel, chart
 
     xmax = max((g.curve[-1][0] for g in groups), default=1.0) or 1.0
@@ -105,8 +105,8 @@ def coverage_chart(version: str, profile: str, groups: list[Group], div_id: str,
                             for n, (r, c) in enumerate(zip(g.runs, g.curve[1:]), 1)]
         for panel, k in ((states, 1), (trans, 2)):
             ys = [float(c[k]) for c in g.curve]
-            panel.line(xs, ys, colour, width=2)
-            panel.marks(xs, ys, "circle", colour, tips, 3.5)
+            panel.line([c[0] for c in g.growth], [float(c[k]) for c in g.growth], colour, width=2)
+            panel.marks(xs, ys, "circle", colour, tips, 3.5)  # each run's end
             found = [(x, y, t) for x, y, t, r in zip(xs[1:], ys[1:], tips[1:], g.runs) if r.row.found]
             if found:
                 panel.marks([f[0] for f in found], [f[1] for f in found], "star", FIND,
