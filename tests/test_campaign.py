@@ -225,3 +225,27 @@ def test_coverage_grows_within_a_run_at_its_observed_events(store: Path) -> None
     # their run's start (clamped); the second run's start at 120 s.
     assert [x for x, _, _ in random.growth] == [0.0, 0.0, 0.0, 120.0, 120.0, 120.0, 120.0, 240.0]
     assert random.growth[-1] == random.curve[-1] == (240.0, 3, 3)
+
+
+def test_detect_campaign_runs_seeds_in_order_on_every_version_until_the_budget_is_spent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from click.testing import CliRunner
+
+    import harness.experiments.detection
+    from harness.experiments.commands import detect
+    from harness.experiments.detection import read_ledger
+
+    def fake(store, version, profile, seed, settings, finisher):  # type: ignore[no-untyped-def]
+        time.sleep(0.25)  # a run takes time: a budget of 0.0003 h (1.08 s) holds two or three seeds of two versions
+        return DetectionRun(version, profile, seed, settings, f"{store}/{version}/{seed}", "valid")
+
+    monkeypatch.setattr(harness.experiments.detection, "_execute", fake)
+    monkeypatch.setattr("harness.run.finish.Finisher", lambda **kw: None)
+    done = CliRunner().invoke(detect, ["--campaign", "0.0003", "--kafka-versions", "0.10.2.2,4.4.0", "--store", str(tmp_path / "s")])
+    assert done.exit_code == 0, done.output
+    rows = [(r.version, r.seed) for r in read_ledger(tmp_path / "s")]
+    seeds = len(rows) // 2
+    assert 2 <= seeds <= 4 and rows == [(v, s) for s in range(1, seeds + 1) for v in ("0.10.2.2", "4.4.0")]
+    assert "seeds 1, 2, ... for 0.0003 h" in " ".join(done.output.split())
