@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.experiments.campaign import REPLAYS, load_campaign, observed_sets, replay_find
+from harness.experiments.campaign import REPLAYS, load_campaign, observed_sets
+from harness.experiments.replays import replay_find
 from harness.experiments.campaign_page import render_campaign
 from harness.experiments.detection import LEDGER, DetectionRun
 from harness.history.files import write_json

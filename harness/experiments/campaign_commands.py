@@ -41,7 +41,7 @@ def replay_find_command(run_dir: Path, times: int, store: Path | None) -> None:
     has a verdict (a replay that does not reproduce is a measurement), 2 on bad input or when a
     replay could not complete (run the command again to retry it)."""
     from harness.errors import HarnessError
-    from harness.experiments.campaign import replay_find
+    from harness.experiments.replays import replay_find
 
     def progress(r, recorded: bool) -> None:  # type: ignore[no-untyped-def]
         what = "FAILED: " + r.failed if r.failed else (f"{r.verdict}, lost {r.lost}, diverged {r.diverged}, "
