@@ -133,7 +133,8 @@ def replays_text(r: CampaignRun, base: Path) -> str:
     if not r.replays:
         return f"<span class=muted>none yet:</span><pre>python -m harness replay-find {escape(str(r.run_dir))} --times 5</pre>"
     k = sum(1 for x in r.replays if x.found)
-    ids = ", ".join(_link(Path(x.run_dir) / "report.html", base, f"{Path(x.run_dir).name} ({'found' if x.found else x.verdict})")
+    ids = ", ".join(_link(Path(x.run_dir) / "report.html", base, f"{Path(x.run_dir).name} ("
+                          + (f"found: lost {x.lost}, diverged {x.diverged}, {', '.join(x.forbidden)}" if x.found else x.verdict) + ")")
                     for x in r.replays)
     return f"<b>reproduced {k} of {len(r.replays)}</b>: {ids}"
 
@@ -160,7 +161,8 @@ def finds_table(groups: list[Group], base: Path) -> str:
             + "".join(rows) + "</table>"
             "<p class=muted>A replay repeats the run's executed faults at their recorded times on their recorded targets "
             "(docs/commands.md); <code>replay-find</code> replays it N times into the store and counts the replays that "
-            "found a loss or divergence again. The first evidence's sentence is the cell's tooltip.</p>")
+            "found a loss or divergence again (any: not necessarily the same records; each replay's report says which). "
+            "The first evidence's sentence is the cell's tooltip.</p>")
 
 
 def runs_table(groups: list[Group], base: Path) -> str:
