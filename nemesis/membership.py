@@ -67,7 +67,10 @@ KEEP = ("__cluster_metadata-0", "meta.properties", "bootstrap.checkpoint")
 
 
 def _tail(text: str, n: int = 600) -> str:
-    kept = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith(("at ", "... "))]
+    """Kafka's answer without Java stack frames, and without the reassignment tool's JSON echo of the
+    assignment before the move (the moves are recorded beside it)."""
+    kept = [line.strip() for line in text.splitlines()
+            if line.strip() and not line.strip().startswith(("at ", "... ", "{"))]
     return " ".join(" ".join(kept).split())[-n:]
 
 
@@ -252,9 +255,10 @@ class MembershipNemesis(ProcessNemesis):
         if code == 0:
             grow.retire(self.cluster, node)
             self.retired.append(victim)
-            if plan["move_first"] != "move":
+            if plan["move_first"] != "move":  # its partitions name a broker that is gone, for orphan_s (the heal cuts it short)
+                unregistered = time.monotonic()
                 self.stopping.wait(float(plan.get("orphan_s") or 0.0))
-                done["orphaned_s"] = round(time.monotonic() - began - done["stopped"]["s"], 2)
+                done["orphaned_s"] = round(time.monotonic() - unregistered, 2)
                 done["moved_after"] = self.repair_moves()
         else:  # Kafka refused: the broker stays registered, and comes back
             done["restarted_pid"] = steps.start(node)
@@ -358,6 +362,8 @@ class MembershipNemesis(ProcessNemesis):
                     code, out = grow.reassign(self.live_broker(set()), flight, "cancel")
                     settled["cancelled"] = {"exit": code, "answer": _tail(out, 400)}
                 value["in_flight"] = settled
+                self.record(DECOMMISSION.stop if self.retired else BROKER_ADD.stop,
+                            {"targets": [], "step": "heal: a move in flight", "moves": flight, **settled})
             repaired = self.repair_moves()
             if repaired.get("moves"):
                 value["repaired"] = repaired
