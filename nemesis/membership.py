@@ -70,7 +70,7 @@ def _tail(text: str, n: int = 600) -> str:
     """Kafka's answer without Java stack frames, and without the reassignment tool's JSON echo of the
     assignment before the move (the moves are recorded beside it)."""
     kept = [line.strip() for line in text.splitlines()
-            if line.strip() and not line.strip().startswith(("at ", "... ", "{"))]
+            if line.strip() and not line.strip().startswith(("at ", "... ", "{", "Current partition replica assignment", "Save this to use"))]
     return " ".join(" ".join(kept).split())[-n:]
 
 
@@ -133,7 +133,8 @@ class MembershipNemesis(ProcessNemesis):
                     "move_first": move_first, "orphan_s": orphan_s}
             if not candidates:
                 plan["why"] = (f"every broker ({', '.join(str(n.node_id) for n in self.brokers)}) is also a controller voter "
-                               "(combined broker+controller nodes): decommissioning a voter is out of scope; no broker was added yet")
+                               "(combined broker+controller nodes): decommissioning a voter is out of scope, and no added broker is in the "
+                               "cluster now")
             return plan
         plan = super().decide(look, rng, given)
         plan["targets"] = plan["targets"][:1]  # one disk at a time
@@ -228,6 +229,8 @@ class MembershipNemesis(ProcessNemesis):
         victim = int(plan["targets"][0])
         if not nodes or tuple(nodes[0].roles) != ("broker",):
             return self.skip(DECOMMISSION.start, value, f"node {victim} is not a broker-only node of this cluster now")
+        if nodes[0].pid() is None:
+            return self.skip(DECOMMISSION.start, value, f"broker {victim}'s JVM is not running (another fault holds it down)")
         lagging = under_replicated(self.cluster)
         if lagging != {}:
             why = "no majority of brokers agrees on the ISRs" if lagging is None else f"under-replicated: {dict(list(lagging.items())[:6])}"

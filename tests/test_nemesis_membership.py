@@ -247,6 +247,10 @@ def test_no_decommission_while_a_partition_is_under_replicated(quick, monkeypatc
     _, recorder, _ = started(cluster, params=params, monkeypatch=monkeypatch)
     (f, skipped), = recorder.events
     assert f == SKIPPED and "not whole" in skipped["skipped"]
+    cluster.brokers[0].running, cluster.node(4).running = True, False  # 4 holds no replica, but another fault holds it down
+    _, recorder, _ = started(cluster, params=params, monkeypatch=monkeypatch)
+    (f, skipped), = recorder.events
+    assert f == SKIPPED and "JVM is not running" in skipped["skipped"] and "SIGTERM 4" not in cluster.hits
 
 
 # --- replay and heal -----------------------------------------------------------------------------------
@@ -297,8 +301,10 @@ def test_partitions_move_off_gone_brokers_onto_the_least_loaded_spares():
 @pytest.mark.docker
 @pytest.mark.chaos
 def test_a_real_membership_run_adds_and_decommissions_a_broker_and_ends_with_a_verdict(tmp_path):
+    """Seed 11's first two starts draw add-broker (node 4) and a decommission of 4 with its partitions
+    moved away first (seed 1, the first real run, decommissioned without moving first)."""
     done = subprocess.run([sys.executable, "-m", "harness", "run", "--nemesis", "membership", "--membership-ops",
-                           "add-broker,decommission", "--time-limit", "120", "--seed", "1", "--store", str(tmp_path)],
+                           "add-broker,decommission", "--time-limit", "120", "--seed", "11", "--store", str(tmp_path)],
                           capture_output=True, text=True, timeout=1500)
     run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
     from harness.history import read_history
