@@ -231,6 +231,10 @@ class MembershipNemesis(ProcessNemesis):
             return self.skip(DECOMMISSION.start, value, f"node {victim} is not a broker-only node of this cluster now")
         if nodes[0].pid() is None:
             return self.skip(DECOMMISSION.start, value, f"broker {victim}'s JVM is not running (another fault holds it down)")
+        # A paused broker has a JVM; a kill's or pause's stop would find its node gone (a nemesis-error).
+        holders = self.observer.holders(victim, besides=self.name) if self.observer is not None else []
+        if holders:
+            return self.skip(DECOMMISSION.start, value, f"broker {victim} is held by {', '.join(holders)} now")
         lagging = under_replicated(self.cluster)
         if lagging != {}:
             why = "no majority of brokers agrees on the ISRs" if lagging is None else f"under-replicated: {dict(list(lagging.items())[:6])}"

@@ -31,6 +31,7 @@ class Observer:
         self._last: tuple[float, dict[int, list[int]]] | None = None  # (time.monotonic(), partition -> ISR)
         self.looks = 0
         self.watch: Any = None  # the StateWatch, when the run observes states
+        self._held: dict[str, set[int]] = {}  # package -> node ids its active faults hold
 
     def watch_states(self, cluster: "KafkaCluster", recorder: Any, topic: str | None) -> None:
         """Observe abstract states during the fault phase (begin() starts, end() stops the thread)."""
@@ -44,9 +45,21 @@ class Observer:
             self.watch.start()
 
     def fault(self, package: str, action: str, value: dict[str, Any] | None) -> None:
-        """A fault struck or was undone: the state's active faults follow."""
+        """A fault struck or was undone: the nodes each package holds, and the state's active faults, follow."""
+        value = value or {}
+        with self._lock:
+            if action == "start" and not value.get("skipped"):
+                self._held.setdefault(package, set()).update(t for t in value.get("targets") or [] if isinstance(t, int))
+            elif action == "stop":
+                self._held.pop(package, None)
         if self.watch is not None:
             self.watch.fault(package, action, value)
+
+    def holders(self, node_id: int, besides: str) -> list[str]:
+        """The packages other than `besides` whose active faults hold node `node_id` (a pause, a kill,
+        a cut): an operation that would take the node out of the cluster waits for them."""
+        with self._lock:
+            return sorted(p for p, nodes in self._held.items() if p != besides and node_id in nodes)
 
     def end(self) -> None:
         if self.watch is not None:

@@ -253,6 +253,28 @@ def test_no_decommission_while_a_partition_is_under_replicated(quick, monkeypatc
     assert f == SKIPPED and "JVM is not running" in skipped["skipped"] and "SIGTERM 4" not in cluster.hits
 
 
+def test_no_decommission_of_a_broker_another_package_holds(quick, monkeypatch):
+    """A paused broker still has a JVM: decommissioned, pause's own stop would find no such node."""
+    from nemesis.observer import Observer
+
+    cluster = Cluster(dedicated=True)
+    cluster.brokers.append(cluster.make(4, ("broker",)))
+    cluster.registered.add(4)
+    nemesis = MembershipNemesis(("one",), ("decommission",)).setup(cluster, Recorder(), "queue")
+    nemesis.stopping = type("Held", (), {"wait": lambda self, s: False, "is_set": lambda self: False})()
+    nemesis.observer = Observer()
+    nemesis.observer.fault("pause", "start", {"targets": [4]})
+    nemesis.observer.fault("kill", "start", {"targets": [2], "skipped": "no"})  # a skipped start holds nothing
+    assert nemesis.observer.holders(4, besides="membership") == ["pause"] and nemesis.observer.holders(2, "membership") == []
+    params = {"op": "decommission", "target": "broker-only", "targets": [4], "move_first": "no-move", "orphan_s": 3.0}
+    _, recorder, _ = started(cluster, params=params, monkeypatch=monkeypatch, nemesis=nemesis)
+    (f, skipped), = recorder.events
+    assert f == SKIPPED and skipped["skipped"] == "broker 4 is held by pause now" and "SIGTERM 4" not in cluster.hits
+    nemesis.observer.fault("pause", "stop", {})
+    _, _, value = started(cluster, params=params, monkeypatch=monkeypatch, nemesis=nemesis)
+    assert value["unregistered"] is True
+
+
 # --- replay and heal -----------------------------------------------------------------------------------
 def test_a_replay_repeats_the_operation_its_new_node_id_partitions_and_coins(quick, monkeypatch):
     first = Cluster()
