@@ -21,11 +21,15 @@ from harness.provision.cleanup import leftovers
 from harness.provision.settings import RUN_LABEL
 
 
-def _added_broker(client: docker.DockerClient) -> tuple[str, str] | None:
-    """(run id, container name) of a running harness container named like an added broker (kafka-4 on)."""
-    for c in client.containers.list(filters={"label": RUN_LABEL}):
-        if c.name.rsplit("-", 1)[-1].isdigit() and int(c.name.rsplit("-", 1)[-1]) >= 4 and "-kafka-" in c.name:
-            return c.labels[RUN_LABEL], c.name
+def _added_broker(client: docker.DockerClient, store) -> tuple[str, str] | None:  # type: ignore[no-untyped-def]
+    """(run id, container name) of this test's run's added broker (kafka-4 on), once its container runs.
+    The run id is its run directory's name in the test's own store: other runs' containers never count."""
+    runs = [d.name for d in store.iterdir()] if store.exists() else []
+    for run_id in runs:
+        for c in client.containers.list(filters={"label": f"{RUN_LABEL}={run_id}"}):
+            suffix = c.name.rsplit("-", 1)[-1]
+            if "-kafka-" in c.name and suffix.isdigit() and int(suffix) >= 4:
+                return run_id, c.name
     return None
 
 
@@ -33,7 +37,6 @@ def _added_broker(client: docker.DockerClient) -> tuple[str, str] | None:
 @pytest.mark.slow
 def test_a_harness_killed_during_an_operation_leaves_nothing_after_cleanup(prepared, tmp_path):
     client = docker.from_env()
-    assert _added_broker(client) is None, "another run's added broker is running: cannot tell ours apart"
     cmd = [sys.executable, "-m", "harness", "run", "--nemesis", "membership", "--membership-ops", "add-broker",
            "--nemesis-interval", "4", "--time-limit", "120", "--store", str(tmp_path / "store"), "--seed", "1"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -41,7 +44,7 @@ def test_a_harness_killed_during_an_operation_leaves_nothing_after_cleanup(prepa
     try:
         deadline = time.monotonic() + 240
         while found is None and time.monotonic() < deadline and proc.poll() is None:
-            found = _added_broker(client)
+            found = _added_broker(client, tmp_path / "store")
             time.sleep(0.5)
     finally:
         proc.send_signal(signal.SIGKILL)
