@@ -307,3 +307,17 @@ def test_a_slow_metadata_look_does_not_slow_the_watch_s_ticks(tmp_path) -> None:
     watch.stop()
     assert watch.ticks >= 10  # at 0.05 s a tick, whatever the look takes
     assert recorded and recorded[-1][1]["states"] == {"queue-0": "-|L:ctl|isr3|-|w0"}
+
+
+def test_the_operations_packages_are_generic_faults_that_guided_may_choose() -> None:
+    """Issue 38 item 3: guided takes the operations packages once they exist (only the recipes are
+    refused); one without targets of its own is one start per delay, and a stop once it holds one."""
+    from nemesis import registry
+    from nemesis.guided.scheduler import DELAYS, GuidedScheduler
+
+    nemeses = registry.build(["kill", "roll", "reassign", "membership", "quorum", "coordinator", "fence"], {})
+    guided = GuidedScheduler(nemeses, 120.0, 10.0, 1)
+    assert guided.choices["roll"] == (None, ("-",)) and len(guided.actions("roll")) == len(DELAYS)
+    assert guided.choices["membership"][0] == "target"
+    guided.held["roll"].append(0.0)  # roll holds its one start: only a stop is left
+    assert all(a.startswith("stop:roll@") for a in guided.actions("roll"))
