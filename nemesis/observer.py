@@ -17,6 +17,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from nemesis.holds import Holds
 from nemesis.targets import Roles
 
 if TYPE_CHECKING:
@@ -31,14 +32,14 @@ class Observer:
         self._last: tuple[float, dict[int, list[int]]] | None = None  # (time.monotonic(), partition -> ISR)
         self.looks = 0
         self.watch: Any = None  # the StateWatch, when the run observes states
-        self._held: dict[str, set[int]] = {}  # package -> node ids its active faults hold
+        self.holds = Holds()  # which faults are in force, on which brokers (the watch reads it too)
 
     def watch_states(self, cluster: "KafkaCluster", recorder: Any, topic: str | None) -> None:
         """Observe abstract states during the fault phase (begin() starts, end() stops the thread)."""
         from nemesis.guided.watch import StateWatch
 
         if topic is not None:
-            self.watch = StateWatch(cluster, recorder, topic)
+            self.watch = StateWatch(cluster, recorder, topic, holds=self.holds)
 
     def begin(self) -> None:
         if self.watch is not None:
@@ -46,20 +47,12 @@ class Observer:
 
     def fault(self, package: str, action: str, value: dict[str, Any] | None) -> None:
         """A fault struck or was undone: the nodes each package holds, and the state's active faults, follow."""
-        value = value or {}
-        with self._lock:
-            if action == "start" and not value.get("skipped"):
-                self._held.setdefault(package, set()).update(t for t in value.get("targets") or [] if isinstance(t, int))
-            elif action == "stop":
-                self._held.pop(package, None)
-        if self.watch is not None:
-            self.watch.fault(package, action, value)
+        self.holds.fault(package, action, value)
 
     def holders(self, node_id: int, besides: str) -> list[str]:
         """The packages other than `besides` whose active faults hold node `node_id` (a pause, a kill,
         a cut): an operation that would take the node out of the cluster waits for them."""
-        with self._lock:
-            return sorted(p for p, nodes in self._held.items() if p != besides and node_id in nodes)
+        return self.holds.holders(node_id, besides)
 
     def end(self) -> None:
         if self.watch is not None:

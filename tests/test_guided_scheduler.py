@@ -321,3 +321,24 @@ def test_the_operations_packages_are_generic_faults_that_guided_may_choose() -> 
     assert guided.choices["membership"][0] == "target"
     guided.held["roll"].append(0.0)  # roll holds its one start: only a stop is left
     assert all(a.startswith("stop:roll@") for a in guided.actions("roll"))
+
+
+def test_the_watch_reads_the_faults_in_force_from_the_observer_that_membership_asks() -> None:
+    """One record of the faults in force (nemesis/holds.py): what the runner tells the observer is
+    what the watch's states show and what membership's question answers."""
+    from types import SimpleNamespace
+
+    from nemesis.observer import Observer
+
+    observer = Observer()
+    observer.watch_states(SimpleNamespace(brokers=[]), None, "queue")
+    watch = observer.watch
+    observer.fault("kill", "start", {"targets": [2]})
+    observer.fault("kill", "start", {"targets": [3]})
+    observer.fault("pause", "start", {"targets": [1], "skipped": "no leader"})  # a skipped start holds nothing
+    assert watch.decision_state().startswith("kill×2|")
+    assert observer.holders(3, besides="membership") == ["kill"] and observer.holders(1, besides="membership") == []
+    watch.look = Look(answered=True, leaders={0: 3}, isrs={0: [3]})
+    assert "leader-hit" in watch.decision_state()
+    observer.fault("kill", "stop", {})
+    assert watch.decision_state().startswith("-|") and observer.holders(3, besides="membership") == []

@@ -20,6 +20,7 @@ from typing import Any, Callable
 from harness.history.format import OBSERVED
 from nemesis.guided.loglines import IsrSizes, LogTail, classify, partition_pattern
 from nemesis.guided.state import Abstraction, Acks, Look, Seen, decision_state, now
+from nemesis.holds import Holds
 
 log = logging.getLogger("nemesis")
 
@@ -28,13 +29,12 @@ TICK_S = 1.0
 
 class StateWatch:
     def __init__(self, cluster: Any, recorder: Any, topic: str, tick_s: float = TICK_S, look_every: int = 2,
-                 looker: Callable[[], Any] | None = None) -> None:
+                 looker: Callable[[], Any] | None = None, holds: Holds | None = None) -> None:
         self.cluster, self.recorder, self.topic, self.tick_s, self.look_every = cluster, recorder, topic, tick_s, look_every
         self._looker = looker
         self.abstraction = Abstraction()
         self.seen = Seen()
-        self.active: dict[str, int] = {}  # package -> starts it holds now
-        self.hit: dict[str, set[int]] = {}  # package -> broker ids its faults hold
+        self.holds = holds if holds is not None else Holds()  # the run's Observer's: the faults in force
         self.look: Look | None = None
         self.states: dict[int, str] = {}
         self.ticks = 0
@@ -49,20 +49,6 @@ class StateWatch:
         self._tails = [(getattr(n, "node_id", None), LogTail(n)) for n in nodes]
         path = getattr(recorder, "path", None)
         self._acks = Acks(path) if path is not None else None
-
-    # --- what the fault runner tells it -------------------------------------------------------
-    def fault(self, package: str, action: str, value: dict[str, Any] | None) -> None:
-        """A fault struck (start) or was undone (stop). A start recorded as skipped holds nothing."""
-        value = value or {}
-        with self._lock:
-            if action == "start":
-                if value.get("skipped"):
-                    return
-                self.active[package] = self.active.get(package, 0) + 1
-                self.hit.setdefault(package, set()).update(t for t in value.get("targets") or [] if isinstance(t, int))
-            else:
-                self.active.pop(package, None)
-                self.hit.pop(package, None)
 
     # --- the thread ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -117,8 +103,8 @@ class StateWatch:
         with self._lock:
             self.ticks += 1
             self.abstraction.add(facts, t)
-            hit = set().union(*self.hit.values()) if self.hit else set()
-            self.states = self.abstraction.states(t, self.look, self.active, hit, acked)
+            active, hit = self.holds.now()
+            self.states = self.abstraction.states(t, self.look, active, hit, acked)
             changed = self.seen.update(self.states)
         if changed and self.recorder is not None:
             self.recorder.nemesis(OBSERVED, {
@@ -138,9 +124,9 @@ class StateWatch:
 
     # --- what the scheduler and config.json read -------------------------------------------------
     def decision_state(self) -> str:
+        active, hit = self.holds.now()
         with self._lock:
-            hit = set().union(*self.hit.values()) if self.hit else set()
-            return decision_state(self.look, self.states, self.active, hit)
+            return decision_state(self.look, self.states, active, hit)
 
     def take_fresh(self) -> list[str]:
         with self._lock:
