@@ -221,7 +221,7 @@ def test_seen_counts_distinct_states_and_transitions_and_hands_fresh_ones_once()
 def test_the_decision_state_is_coarse() -> None:
     look = Look(leaders={0: 1, 1: -1}, isrs={0: [1, 2, 3], 1: [2]}, controller=1)
     s = decision_state(look, {0: "kill|L:hit|isr3|trunc-hw,restart|w", 1: "kill|L:none|isr1|-|w0"}, {"kill": 1}, {1})
-    assert s == "kill|isr1|leaderless|leader-hit|trunc-hw"
+    assert s == "kill|isr1|leaderless|leader-hit|restart,trunc-hw"  # restart since design 4: KIP-101's window opens there
 
 
 def test_acks_are_counted_per_partition_from_new_history_lines(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -342,3 +342,54 @@ def test_the_watch_reads_the_faults_in_force_from_the_observer_that_membership_a
     assert "leader-hit" in watch.decision_state()
     observer.fault("kill", "stop", {})
     assert watch.decision_state().startswith("-|") and observer.holders(3, besides="membership") == []
+
+
+def test_design_4_reacts_to_a_new_flag_with_one_package_paid_from_its_budget() -> None:
+    """A package decides at once when the state gains a log flag it did not have at its last
+    decision, if it has a decision to spend (one earned per interval); one package per change."""
+    s = GuidedScheduler(NEMESES, 120.0, 10.0, 1, version="x")
+    calm, flagged = _Watch([("-|isr3|-", [])]), _Watch([("kill|isr2|restart", ["x"])])
+    for i, p in enumerate(sorted(NEMESES)):
+        s.decide(p, float(i), calm)  # each spends its first decision in the calm state
+    assert s.reactor(3.5, flagged) is None  # no package has a decision left
+    for p in NEMESES:
+        s.refill(p, 3.0)  # the clock starts for each
+        s.refill(p, 13.0)  # one interval later: one decision earned each
+    assert s.reactor(13.0, calm) is None  # nothing new in the state
+    who = s.reactor(13.0, flagged)
+    assert who in NEMESES
+    s.decide(who, 13.0, flagged, on="state change")
+    assert s.decisions[-1]["on"] == "state change" and s.decisions[-1]["state"] == "kill|isr2|restart"
+    assert s.reactor(13.2, flagged) not in (None, who)  # another package may still react; not `who` again
+    s._last = {p: ("kill|isr2|restart", a) for p, (_, a) in s._last.items()}
+    assert s.reactor(13.5, flagged) is None  # every package has seen the flag
+
+
+def test_design_4_decides_at_its_delay_or_earlier_on_a_change_and_never_beyond_its_budget() -> None:
+    """next() on a live clock: a package with a token decides at its delay; a change brings it
+    forward; spent tokens make it wait."""
+
+    class Live:
+        def __init__(self) -> None:
+            self.state = "-|isr3|-"
+
+        def decision_state(self) -> str:
+            return self.state
+
+        def take_fresh(self) -> list[str]:
+            return []
+
+    watch = Live()
+    observer = type("O", (), {"watch": watch})()
+    s = GuidedScheduler({"kill": NEMESES["kill"]}, 60.0, 1.0, 2, version="x")
+    s._decide_at["kill"] = 0.0
+    first = s.next("kill", 0.0, observer)
+    assert first is not None and s.decisions[-1]["on"] == "its delay"
+    s._decide_at["kill"] = 30.0  # its next delay far away
+    began = time.monotonic()
+    threading.Timer(1.3, lambda: setattr(watch, "state", "kill|isr2|trunc-hw")).start()
+    second = s.next("kill", 0.1, observer)
+    waited = time.monotonic() - began
+    assert second is not None and s.decisions[-1]["on"] == "state change"
+    assert 1.2 <= waited <= 2.5, waited  # at the change, not at the delay; and only once a token was earned
+    assert s._tokens["kill"] < 1.0

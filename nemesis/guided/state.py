@@ -149,7 +149,8 @@ def decision_state(look: Look | None, states: dict[int, str], active: dict[str, 
         leaders = set(look.leaders.values())
         shape = f"isr{smallest}" + ("|leaderless" if -1 in leaders else "") + ("|leader-hit" if leaders & hit else "")
     flags = sorted({f for s in states.values() for f in s.split("|")[3].split(",") if f != "-"}
-                   & {"trunc", "trunc-hw", "trunc-epoch", "truncation-refused", "shrink", "expand", "unclean", "elr"})
+                   & {"trunc", "trunc-hw", "trunc-epoch", "truncation-refused", "shrink", "expand", "unclean", "elr",
+                      "restart"})
     return f"{faults_text(active)}|{shape}|{','.join(flags) or '-'}"
 
 
