@@ -107,3 +107,22 @@ def test_the_dashboard_and_trends_read_the_runs_of_shard_stores_inside_a_store(t
     rows = {r["run_id"]: r for r in collect_runs(tmp_path)}
     assert set(rows) == {"shard-1/" + a.name, "shard-2/" + b.name, c.name}
     assert rows["shard-1/" + a.name]["report"] == f"shard-1/{a.name}/report.html"
+
+
+def test_the_parquet_twin_is_written_in_row_groups_bounded_by_bytes_with_every_event(tmp_path, monkeypatch):
+    """A drain poll holds thousands of records on one line: row groups are bounded by the JSON's
+    bytes as well as by events, so the writer never holds a gigabyte of parsed polls."""
+    import pyarrow.parquet as pq
+
+    from harness.history import files
+
+    events = [{"index": i, "time": i, "process": 4, "type": "ok", "f": "poll",
+               "value": {"records": [{"key": 1, "offset": j, "value": j} for j in range(400)]}} for i in range(30)]
+    jsonl = tmp_path / "history.jsonl"
+    jsonl.write_text("".join(json.dumps(e) + "\n" for e in events))
+    line = len((json.dumps(events[0]) + "\n").encode())
+    monkeypatch.setattr(files, "PARQUET_BATCH_BYTES", 5 * line)
+    write_parquet(jsonl, tmp_path / "history.parquet")
+    meta = pq.ParquetFile(tmp_path / "history.parquet").metadata
+    assert meta.num_row_groups == 6 and meta.num_rows == 30
+    assert files.read_parquet_events(tmp_path / "history.parquet") == read_history(jsonl)
