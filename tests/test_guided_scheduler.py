@@ -360,9 +360,12 @@ def test_design_4_reacts_to_a_new_flag_with_one_package_paid_from_its_budget() -
     assert who in NEMESES
     s.decide(who, 13.0, flagged, on="state change")
     assert s.decisions[-1]["on"] == "state change" and s.decisions[-1]["state"] == "kill|isr2|restart"
-    assert s.reactor(13.2, flagged) not in (None, who)  # another package may still react; not `who` again
+    assert s.reactor(13.2, flagged) not in (None, who)  # not `who` again; another package, unless the flag is taken
+    s._reacted_at["restart"] = 13.0  # as next() marks the flag that made `who` react
+    assert s.reactor(13.2, flagged) is None  # one package per flag while it stays in the state
+    assert s.reactor(13.0 + 5.0, flagged) not in (None, who)  # the flag's window past, another may react
     s._last = {p: ("kill|isr2|restart", a) for p, (_, a) in s._last.items()}
-    assert s.reactor(13.5, flagged) is None  # every package has seen the flag
+    assert s.reactor(19.0, flagged) is None  # every package has seen the flag
 
 
 def test_design_4_decides_at_its_delay_or_earlier_on_a_change_and_never_beyond_its_budget() -> None:

@@ -49,8 +49,9 @@ decides at each observation. The budget stays the random schedule's: each packag
 decision per nemesis interval (a token, at most TOKEN_CAP saved), and every decision, at its
 chosen delay or on a state change, spends one; so guided acts no more often than random does on
 average, only at other moments. One package reacts to a change, the one whose best action is
-worth most there (ties by name), so that three packages do not all strike at one flag; and a
-package reacts at most once per REACT_MIN_S.
+worth most there (ties by name), and a flag that made one package react makes no other react
+while it stays in the state (the abstraction's WINDOW_S), so that three packages do not all strike
+at one flag; a package reacts at most once per REACT_MIN_S.
 
 Every choice draws from its package's seeded random stream and is recorded (config.json
 nemesis_config.guided.decisions: the state, the action, its Q value, the reward); the executed
@@ -71,6 +72,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from nemesis.guided import coverage
+from nemesis.guided.state import WINDOW_S
 from nemesis.schedule import FaultEvent, package_rng
 
 log = logging.getLogger("nemesis")
@@ -150,6 +152,7 @@ class GuidedScheduler:
         self._tokens = {p: 1.0 for p in nemeses}  # decisions a package may make now (design 4's budget)
         self._filled_at: dict[str, float] = {}  # package -> when its tokens were last topped up
         self._decided_at: dict[str, float] = {}  # package -> when it last decided
+        self._reacted_at: dict[str, float] = {}  # flag -> when a package last reacted to it
 
     # --- the Scheduler protocol ----------------------------------------------------------------
     def planned(self) -> list[FaultEvent]:
@@ -171,6 +174,8 @@ class GuidedScheduler:
                     if now_s >= self._decide_at[package]:
                         return self.decide(package, now_s, watch)
                     if self.reactor(now_s, watch) == package:
+                        fresh = flags_of(watch.decision_state()) - flags_of(self._last[package][0])
+                        self._reacted_at.update({f: now_s for f in fresh & REACT_FLAGS})
                         return self.decide(package, now_s, watch, on="state change")
                 self._cond.wait(POLL_S)
 
@@ -194,7 +199,7 @@ class GuidedScheduler:
         if watch is None:
             return None
         state = watch.decision_state()
-        now_flags = flags_of(state) & REACT_FLAGS
+        now_flags = {f for f in flags_of(state) & REACT_FLAGS if now_s - self._reacted_at.get(f, -WINDOW_S) >= WINDOW_S}
         if not now_flags:
             return None
         ready = [p for p in sorted(self.choices) if p in self._last and self._tokens[p] >= 1.0
