@@ -213,6 +213,61 @@ def test_the_queue_workload_on_the_java_client_keeps_every_acknowledged_record(p
     assert {k: v for k, v in reference.counts(events).items() if v} == {}
 
 
+@pytest.mark.slow
+@pytest.mark.docker
+def test_the_feed_runs_the_produce_loop_in_the_jvm_and_its_history_keeps_every_acknowledged_record(prepared, tmp_path,
+                                                                                                   report_figure):
+    """Without crash-clients, the queue workload's producers on the Java client are fed in the JVM
+    (Feed._fed): rows of invokes and acknowledgements, one history, the same rules. A SIGKILL of the
+    JVM mid-feed leaves its unanswered sends unknown and the history valid."""
+    from harness.cluster import KafkaCluster
+    from workloads.queue import QueueWorkload
+
+    driver = JavaDriver(log_path=tmp_path / "java-client.log")
+    path = tmp_path / "history.jsonl"
+    try:
+        with KafkaCluster(brokers=3) as cluster:
+            cluster.create_topic("java-feed", partitions=4, replication_factor=3,
+                                 config=get_profile("safe").topic_config())
+            with Recorder(path) as recorder:
+                workload = QueueWorkload(recorder, cluster.bootstrap_servers(), "java-feed", get_profile("safe"),
+                                         partitions=4, producers=2, consumers=2, rate=2000, seed=5,
+                                         group_id="java-feed", driver=driver)
+                workload.start(ready_timeout_s=60)
+                time.sleep(8)
+                workload.stop(timeout_s=60)
+                drain = workload.drain(timeout_s=60).as_json()
+                assert workload.errors == []
+            killed = tmp_path / "killed.jsonl"
+            with Recorder(killed) as recorder:  # the JVM SIGKILLed while it feeds
+                producer = ProducerClient(100, recorder, cluster.bootstrap_servers(), "java-feed", get_profile("safe"),
+                                          driver=driver).open()
+                producer.feed(0, 1, 4, 5000.0, 9, 0)
+                time.sleep(2)
+                os.kill(driver.worker().pid, signal.SIGKILL)
+                time.sleep(1)
+                producer.close(2)
+    finally:
+        driver.close()
+    assert validate_history(path) == []
+    events = read_history(path)
+    invoked = [e for e in events if e["f"] == "send" and e["type"] == "invoke"]
+    acked = {e["value"]["value"] for e in events if e["f"] == "send" and e["type"] == "ok"}
+    read = {r["value"] for e in events if e["process"] in drain["processes"] and e["f"] == "poll" and e["type"] == "ok"
+            for r in e["value"]["records"]}
+    assert {e["value"]["value"] % 2 for e in invoked} == {0, 1} and len({e["value"]["value"] for e in invoked}) == len(invoked)
+    assert drain["complete"] and len(acked) > 8000 and acked <= read, (len(acked), len(read))
+    assert any(e["f"] == "producer" for e in events), "producer ids are recorded, as on the per-send path"
+    assert {k: v for k, v in reference.counts(events).items() if v} == {}
+    assert validate_history(killed) == []
+    after = read_history(killed)
+    sent = [e for e in after if e["f"] == "send" and e["type"] == "invoke"]
+    done = [e for e in after if e["f"] == "send" and e["type"] != "invoke"]
+    assert len(sent) > 1000 and len(done) <= len(sent)
+    report_figure(f"java feed, 8 s at 2,000/s: {len(invoked)} invoked, {len(acked)} acknowledged, {len(read)} drained; "
+                  f"JVM SIGKILLed mid-feed: {len(sent)} invoked, {len(done)} completed, the rest unknown")
+
+
 @pytest.mark.chaos
 @pytest.mark.docker
 @pytest.mark.slow

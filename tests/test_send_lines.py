@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from harness.history import send_lines
@@ -129,3 +130,27 @@ def test_a_row_that_does_not_fit_int64_is_refused_before_anything_is_appended(tm
     rec.send_ok(0, 1, 1, 0, None)
     rec.close(parquet=False)
     assert [e["type"] for e in read_history(tmp_path / "h.jsonl")] == ["invoke", "ok"]
+
+
+def test_rows_made_elsewhere_join_the_history_in_order_never_earlier_than_they_arrive(tmp_path: Path):
+    """The Java feed's rows (Recorder.append_rows): whole rows of sends only, times kept unless an
+    earlier-recorded event is later, in which case they take its time (never backwards)."""
+    import time
+
+    from harness.history.send_lines import ROW
+
+    with Recorder(tmp_path / "h.jsonl") as rec:
+        t = time.monotonic_ns()
+        rec.record(0, "invoke", "poll", None)
+        late = ROW.pack(SEND_INVOKE, t - 10_000_000, 3, 1, 42, -1, -1)  # made 10 ms before the poll was recorded
+        ok = ROW.pack(SEND_OK, time.monotonic_ns() + 1_000_000, 3, 1, 42, 7, -1)
+        assert rec.append_rows(late + ok) == 2
+        with pytest.raises(ValueError, match="whole number"):
+            rec.append_rows(late[:-1])
+        with pytest.raises(ValueError, match="send invokes and acknowledgements"):
+            rec.append_rows(ROW.pack(OTHER, t, 0, 0, 0, 0, 0))
+    events = read_history(tmp_path / "h.jsonl")
+    assert [(e["f"], e["type"]) for e in events] == [("poll", "invoke"), ("send", "invoke"), ("send", "ok")]
+    assert events[1]["time"] == events[0]["time"] and events[2]["time"] > events[1]["time"]
+    assert events[2]["value"] == {"key": 1, "value": 42, "offset": 7, "epoch": None}
+    assert validate_history(tmp_path / "h.jsonl") == []

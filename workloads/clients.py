@@ -115,6 +115,23 @@ class ProducerClient:
     def _never_sent(self, key: int, value: int, error: str) -> None:
         self.recorder.send(self.process, "fail", key, value, None, None, error)
 
+    # --- the feed: a produce loop the driver runs itself (the Java client's, in its JVM) -----------
+    def can_feed(self) -> bool:
+        return hasattr(self.producer, "feed")
+
+    def feed(self, w: int, producers: int, partitions: int, rate: float, seed: int, start_n: int) -> None:
+        """Hand workloads/loops.py Feed's loop to the driver: it records each send's invoke before
+        the send and its acknowledgement as packed rows (Recorder.append_rows); failures come back
+        through `_failed`, as a send's do. The history is the same as the loop's here."""
+        assert self.producer is not None
+        self.producer.feed(self.recorder.append_rows, self.process, self.topic, w, producers, partitions,  # type: ignore[attr-defined]
+                           rate, seed, start_n)
+
+    def feed_stop(self) -> int:
+        """Stop the driver's loop; the n of the value it would have sent next."""
+        assert self.producer is not None
+        return self.producer.feed_stop()  # type: ignore[attr-defined]
+
     def poll(self, timeout: float = 0) -> None:
         if self.producer is not None:
             self.producer.poll(timeout)

@@ -6,7 +6,9 @@ workload's threads) rather than reaching into a workload, so a workload composes
 inheriting them.
 
 Schedule: producer w sends `rate / W` values a second; its n-th value is `n * W + w` (unique in the
-run) and its partition comes from `Random(seed, w)`, so a seed fixes which value goes where.
+run) and its partition comes from `Random(seed, w)`, so a seed fixes which value goes where. A
+driver that runs the loop itself (the Java client, in its JVM: `Feed._fed`) draws the partitions
+from its own seeded stream: for a given client library, a seed still fixes where each value goes.
 Consumers poll continuously in batches whose size also comes from the seed.
 """
 
@@ -57,6 +59,8 @@ class Feed:
         pacer = Pacer(self.rate / self.producers)
         client, n = self.new_producer(), 0
         self.threads.opened()
+        if client.can_feed() and not self.crash_clients_s:
+            return self._fed(w, client)
         crashes = random.Random(self.seed * 1_000_003 + 20_000 + w)  # apart from the values' stream
         crash_at = self._next_crash(crashes)
         pacer.begin()
@@ -75,6 +79,23 @@ class Feed:
                     if client.fatal:
                         client = self._replace(client)
                         break
+        finally:
+            client.close()
+
+    def _fed(self, w: int, client: ProducerClient) -> None:
+        """Producer w's loop run by its driver (the Java client's JVM: ProducerClient.feed): the
+        same values, pace and history, its partitions drawn from that driver's own seeded stream.
+        A fatal error stops it, and a fresh producer goes on from the next value, as below."""
+        n = 0
+        try:
+            while True:
+                client.feed(w, self.producers, self.partitions, self.rate / self.producers, self.seed, n)
+                while not self.stop.wait(0.05) and not client.fatal:
+                    pass
+                n = client.feed_stop()
+                if self.stop.is_set():
+                    return
+                client = self._replace(client)
         finally:
             client.close()
 

@@ -100,6 +100,23 @@ class Recorder:
         self._rows.frombytes(_pack(SEND_OK, _now(), process, key, value, -1 if offset is None else offset,
                                    -1 if epoch is None else epoch))
 
+    def append_rows(self, rows: bytes) -> int:
+        """Send invokes and acknowledgements made elsewhere, as packed rows (ROW: kind, monotonic ns,
+        process, key, value, offset, epoch): the Java client's feed (workloads/drivers/java.py)
+        records its sends in the JVM and hands over its rows by the thousand, one `frombytes` each.
+        Their times are the JVM's System.nanoTime(), the same CLOCK_MONOTONIC as this recorder's;
+        a row that arrives after a later event takes that event's time (times never go backwards),
+        so an invoke is never recorded earlier than it happened. Returns the rows appended."""
+        if self._closed:
+            raise RecorderClosed(f"recorder for {self.path} is closed")
+        if len(rows) % ROW.size:
+            raise ValueError(f"{len(rows)} bytes is not a whole number of {ROW.size}-byte rows")
+        kinds = np.frombuffer(rows, dtype=np.int64)[0::WIDTH]
+        if len(kinds) and not np.isin(kinds, (SEND_INVOKE, SEND_OK)).all():
+            raise ValueError("rows from outside the recorder may only be send invokes and acknowledgements")
+        self._rows.frombytes(rows)
+        return len(kinds)
+
     def _append_other(self, tail: str, type: str) -> None:
         """An event formatted here but for its index and time, which the batch writer fills in."""
         if self._closed:

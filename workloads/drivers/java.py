@@ -70,6 +70,8 @@ class JavaProducer:
         self._dead: ClientError | None = None
         self._seq = itertools.count(1)
         self._topics: dict[str, bytes] = {}
+        self._fed = False  # whether the JVM's feed ran on this producer
+        self._on_rows: Any = None
         self.h = worker.call("producer", OPEN_TIMEOUT_S, config=config, pid=on_producer_id is not None)["h"]
         with worker._lock:
             worker.producers[self.h] = self
@@ -118,6 +120,27 @@ class JavaProducer:
             with self._lock:
                 self._settle()
 
+    # --- the feed: the produce loop in the JVM (ProducerHandle.java) ----------------------------
+    def feed(self, on_rows: Any, process: int, topic: str, w: int, producers: int, partitions: int,
+             rate: float, seed: int, start_n: int) -> None:
+        """Start the JVM's produce loop: producer `w` of `producers` sends its n-th value (from
+        `start_n`) n * producers + w to a partition of its own seeded stream, `rate` a second (0: as
+        fast as the client takes them). Its rows (invokes, acknowledgements) go to `on_rows` on the
+        reader thread; a failed send to on_error, as a send's failure does."""
+        self._on_rows, self._fed = on_rows, True
+        self._call("feed", OPEN_TIMEOUT_S, process=process, t=_topic(topic).decode(), w=w, W=producers,
+                   P=partitions, rate=rate, seed=seed, n=start_n)
+
+    def feed_stop(self) -> int:
+        """Stop the loop; the n its next value would have had."""
+        return int(self._call("feed_stop", OPEN_TIMEOUT_S)["n"])
+
+    def rows(self, rows: bytes) -> None:
+        self._on_rows(rows)
+
+    def feed_failed(self, key: int, value: int, error: ClientError) -> None:
+        self._on_error(key, value, error)
+
     def producer_id(self, pid: int, epoch: int) -> None:
         if self._on_producer_id is not None:
             self._on_producer_id(pid, epoch)
@@ -151,7 +174,10 @@ class JavaProducer:
     def flush(self, timeout_s: float) -> int:
         with self._lock:
             self._resolved.wait_for(lambda: self._unserved == 0, timeout_s)
-            return self._unserved
+            left = self._unserved
+        if self._fed and self._dead is None:  # the feed's sends are counted in the JVM
+            left += int(self._call("feed_flush", timeout_s + 5, ms=int(timeout_s * 1000))["pending"])
+        return left
 
     def purge(self) -> None:
         self._call("purge", CLOSE_TIMEOUT_S)

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+
 from harness.provision.java_client import JavaClient
 from workloads.drivers.base import ClientError, ClientException
 
@@ -33,6 +35,7 @@ log = logging.getLogger(__name__)
 SLACK_S = 120.0
 JVM_OPTIONS = ("-XX:+UseSerialGC", "-Xmx1g", "-XX:+ExitOnOutOfMemoryError")
 JVM_EXITED = "JvmExited"
+ROW_LONGS = 8  # a feed row on the wire: its producer's handle, then the recorder's 7 (Out.java)
 BUFFER_BYTES = 16_384  # send lines are written when this many wait, or FLUSH_S after the last write
 FLUSH_S = 0.002  # the name of every outcome and call the JVM's death cut short
 
@@ -47,6 +50,10 @@ class Outcomes(Protocol):
     """What the reader thread calls on a producer (workloads/drivers/java.py's JavaProducer)."""
 
     def ok(self, s: int, offset: int) -> None: ...
+
+    def rows(self, rows: bytes) -> None: ...
+
+    def feed_failed(self, key: int, value: int, error: ClientError) -> None: ...
 
     def failed(self, s: int, error: ClientError) -> None: ...
 
@@ -181,13 +188,17 @@ class Worker:
     def _read(self) -> None:
         assert self.proc.stdout is not None
         producers = self.producers
-        for line in self.proc.stdout:
+        stdout = self.proc.stdout
+        for line in stdout:
             try:
                 if line[:1] == b"+":  # a send written: "+H S OFFSET", most of the lines
                     h, s, offset = line[1:].split()
                     producer = producers.get(int(h))
                     if producer is not None:
                         producer.ok(int(s), int(offset))
+                    continue
+                if line[:3] == b"#R ":  # the feed's rows: "#R N", then N rows of ROW_LONGS little-endian longs
+                    self._rows(stdout.read(int(line[3:]) * ROW_LONGS * 8))
                     continue
                 self._route(json.loads(line))
             except Exception as exc:  # a callback's error must not stop every other client's outcomes
@@ -199,6 +210,18 @@ class Worker:
                 else:
                     log.debug("java worker %s: reply %r: %r", self.proc.pid, line[:300], exc)
         self._ended()
+
+    def _rows(self, data: bytes) -> None:
+        """A frame of the feed's rows: each row's handle, then the history recorder's row (Out.java)."""
+        if len(data) % (ROW_LONGS * 8):
+            raise ValueError(f"a cut frame of rows ({len(data)} bytes): the JVM ended mid-frame")
+        rows = np.frombuffer(data, dtype="<i8").reshape(-1, ROW_LONGS)
+        handles = rows[:, 0]
+        for h in np.unique(handles).tolist():  # nearly always one handle a frame
+            producer = self.producers.get(h)
+            if producer is not None:
+                mine = rows[handles == h, 1:] if len(handles) > 1 and handles.min() != handles.max() else rows[:, 1:]
+                producer.rows(np.ascontiguousarray(mine).tobytes())
 
     def _route(self, reply: dict[str, Any]) -> None:
         s = reply.get("s")
@@ -212,6 +235,10 @@ class Worker:
             if waiter is not None:
                 waiter.reply = reply
                 waiter.done.set()
+        elif reply.get("ev") == "feedfail":
+            producer = self.producers.get(reply["h"])
+            if producer is not None:
+                producer.feed_failed(reply["k"], reply["v"], error_from(reply["err"]))
         elif reply.get("ev") == "pid":
             producer = self.producers.get(reply["h"])
             if producer is not None:

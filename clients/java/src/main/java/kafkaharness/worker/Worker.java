@@ -29,8 +29,14 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <p>Each client has its own single-thread executor (a KafkaConsumer is not thread-safe, and one
  * client's blocking call must not stall another's), so the requests of one client run in order.
  *
+ * <p>The feed ({@code feed}, {@code feed_stop}, {@code feed_flush} on a producer: ProducerHandle)
+ * runs the queue workload's produce loop here and records its sends as binary rows, framed as
+ * {@code #R N} (Out): Python appends them to the history as they come.
+ *
  * <p>The JVM halts as soon as stdin closes: Python closed the driver, or died (SIGKILL), and
- * nobody is left to read an outcome. The JVM never writes the history; Python does, on one clock.
+ * nobody is left to read an outcome. The JVM never writes the history file; Python does, on one
+ * clock: the feed's rows carry System.nanoTime(), which on Linux is the CLOCK_MONOTONIC that
+ * Python's time.monotonic_ns() reads.
  */
 public final class Worker {
     static final ObjectMapper JSON = new ObjectMapper();
