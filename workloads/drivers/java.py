@@ -18,6 +18,10 @@ How the protocol maps onto the Java client, where it does not map one to one:
 - The transactional calls block in the JVM for up to max.block.ms (Java's calls take no timeout);
   a transactional producer gets max.block.ms = 30 s unless set: the TXN_TIMEOUT_S the workloads
   pass (workloads/txn_client.py).
+- `feed` (the Java driver only; workloads/loops.py Feed uses it when it can): the queue workload's
+  produce loop runs in the JVM, which records each send's invoke before sending and its
+  acknowledgement as packed rows for Recorder.append_rows; a failure comes back as a line and goes
+  to on_error as above. The history is the same; Python no longer touches each send.
 - A produced record's leader epoch is unknown (RecordMetadata has none), as with librdkafka; a
   consumed record's is ConsumerRecord.leaderEpoch(). The producer id and epoch are read from the
   producer's TransactionManager (clients/java/.../TxnState.java says how and why).
