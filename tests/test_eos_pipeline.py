@@ -118,3 +118,37 @@ def test_an_abortable_commit_error_aborts_and_a_fault_free_one_commits():
     assert outcome == "ok" and [e[0] for e in w.wl.recorder.events] == ["invoke", "ok"]
     w, outcome, _ = run(StandIn(), abort=True)
     assert outcome == "fail" and w.wl.recorder.events[-1][2] == "aborted by the workload"
+
+
+def test_init_transactions_is_tried_again_while_kafka_answers_retriable_and_not_otherwise(monkeypatch):
+    """COORDINATOR_LOAD_IN_PROGRESS right after a start is Kafka asking for another try: the
+    producer opens once the coordinator has loaded; a non-retriable error ends the open at once."""
+    monkeypatch.setattr("workloads.txn_client.RETRY_INIT_S", 0.01)
+
+    def client(answers):  # type: ignore[no-untyped-def]
+        tries = []
+
+        class Producer:
+            def init_transactions(self, timeout_s):  # type: ignore[no-untyped-def]
+                tries.append(timeout_s)
+                answer = answers[min(len(tries) - 1, len(answers) - 1)]
+                if answer is not None:
+                    raise ClientException(answer)
+
+        driver = SimpleNamespace(producer=lambda *a, **k: Producer())
+        recorder = SimpleNamespace(record=lambda *a, **k: None)
+        return TxnProducerClient(1, recorder, "127.0.0.1:1", "t", get_profile("safe"), "tx-1", driver=driver), tries
+
+    loading = ClientError("COORDINATOR_LOAD_IN_PROGRESS", "Coordinator load in progress", retriable=True)
+    txn, tries = client([loading, loading, None])
+    assert txn.open(timeout_s=5.0) is txn and len(tries) == 3
+    fenced = ClientError("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "denied")
+    txn, tries = client([fenced])
+    with pytest.raises(ClientException, match="denied"):
+        txn.open(timeout_s=5.0)
+    assert len(tries) == 1
+    txn, tries = client([loading])
+    began = time.monotonic()
+    with pytest.raises(ClientException, match="load in progress"):
+        txn.open(timeout_s=0.3)
+    assert time.monotonic() - began < 2.0 and len(tries) > 1  # retried until the deadline, then the error

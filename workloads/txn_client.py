@@ -8,6 +8,7 @@ outcomes gave (null where none came).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from harness.history import Recorder
@@ -18,6 +19,7 @@ from workloads.producer_ids import ProducerIdWatch
 from workloads.profiles import Profile
 
 TXN_TIMEOUT_S = 30.0
+RETRY_INIT_S = 0.5  # between two tries of init_transactions that Kafka answered with a retriable error
 COMMIT_ATTEMPTS = 3
 _UNDELIVERED = (None, None)
 
@@ -50,8 +52,18 @@ class TxnProducerClient:
     def open(self, timeout_s: float = TXN_TIMEOUT_S) -> "TxnProducerClient":
         # its id and epoch in the history (workloads/producer_ids.py)
         self.producer = self.driver.producer(self.config, self._ok, self._failed, ProducerIdWatch(self.recorder, self.process))
-        self.producer.init_transactions(timeout_s)  # fences any earlier producer with this transactional.id
-        return self
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self.producer.init_transactions(max(1.0, deadline - time.monotonic()))  # fences any earlier producer
+                return self
+            except ClientException as exc:
+                # Kafka asks for another try: a transaction coordinator still loading its log just
+                # after the cluster started. A fence run under load (~20) ended FAILED with "could
+                # not start: COORDINATOR_LOAD_IN_PROGRESS" from both producers (20261126T134231-2c63e5).
+                if not exc.error.retriable or time.monotonic() >= deadline:
+                    raise
+                time.sleep(RETRY_INIT_S)
 
     def _ok(self, key: int, value: int, offset: int, epoch: int | None) -> None:
         self.delivered[value] = (offset, epoch if epoch is not None and epoch >= 0 else None)
