@@ -4,6 +4,7 @@ running, since when, how long until it stops by itself; `--stop` stops it now.""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import click
 
@@ -14,6 +15,18 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
+def _when(spark_server: Any, state: dict[str, Any], folder: Any = None) -> str:
+    """Starting, in use, or idle for how long and when it stops by itself."""
+    now = time.time()
+    used = max(spark_server.last_used(state, folder), state.get("ready_at") or state["started"])
+    clients = spark_server.clients(state)
+    if not state.get("ready"):
+        return "starting"
+    if clients > 0:
+        return f"in use by {clients} connection(s)"
+    return f"idle for {_ago(now - used)}, stops in {_ago(max(0.0, state['idle_s'] - (now - used)))}"
+
+
 @click.command()
 @click.option("--stop", "stop_now", is_flag=True, help="Stop the local checker now (the next check starts it again).")
 @click.option("--force", is_flag=True, help="With --stop: stop it even while a check runs on it (that check fails).")
@@ -22,6 +35,10 @@ def status(stop_now: bool, force: bool) -> None:
     10 idle minutes (KAFKA_CHAOS_CHECKER_IDLE seconds); --stop stops it now."""
     from analysis.checking import spark_server
     state = spark_server.read_state()
+    if not stop_now:
+        for folder, other in spark_server.elsewhere():
+            click.echo(f"local checker of another checkout: running, {_when(spark_server, other, folder)}; "
+                       f"pid {other['pid']}, JVM pid {other['jvm_pid']}; folder {folder} ({other.get('python', '?')})")
     if state is None:
         click.echo(f"local checker: not running (it starts with the next check; folder {spark_server.home()})")
         return
@@ -33,15 +50,6 @@ def status(stop_now: bool, force: bool) -> None:
         spark_server.stop()
         click.echo(f"local checker: stopped (pid {state['pid']}, JVM pid {state['jvm_pid']})")
         return
-    now = time.time()
-    used = max(spark_server.last_used(state), state.get("ready_at") or state["started"])
-    clients = spark_server.clients(state)
-    if not state.get("ready"):
-        when = "starting"
-    elif clients > 0:
-        when = f"in use by {clients} connection(s)"
-    else:
-        when = f"idle for {_ago(now - used)}, stops in {_ago(max(0.0, state['idle_s'] - (now - used)))}"
-    click.echo(f"local checker: running, {when}; up {_ago(now - state['started'])}")
+    click.echo(f"local checker: running, {_when(spark_server, state)}; up {_ago(time.time() - state['started'])}")
     click.echo(f"  pid {state['pid']} (supervisor), JVM pid {state['jvm_pid']}, port {state['port']} on loopback")
     click.echo(f"  log {state['log']}")

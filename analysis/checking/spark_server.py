@@ -116,6 +116,20 @@ def read_state(folder: Path | None = None) -> dict[str, Any] | None:
     return state
 
 
+def elsewhere() -> list[tuple[Path, dict[str, Any]]]:
+    """This user's running local checkers of other checkouts (each has its folder: home()). They
+    stop only when idle, so `status` names them too: one started by a run in a worktree went on
+    running after the worktree was removed, and this checkout's status said "not running"."""
+    mine = home()
+    found = []
+    for folder in sorted(Path(tempfile.gettempdir()).glob(f"kafka-chaos-checker-{os.getuid()}-*")):
+        if folder != mine and folder.is_dir():
+            state = read_state(folder)
+            if state is not None:
+                found.append((folder, state))
+    return found
+
+
 def url(state: dict[str, Any]) -> str:
     # "localhost", not 127.0.0.1: PySpark sends a token only over TLS or, for localhost, over
     # gRPC's local credentials.
