@@ -15,8 +15,9 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
-def _when(spark_server: Any, state: dict[str, Any], folder: Any = None) -> str:
+def _when(state: dict[str, Any], folder: Any = None) -> str:
     """Starting, in use, or idle for how long and when it stops by itself."""
+    from analysis.checking import spark_server
     now = time.time()
     used = max(spark_server.last_used(state, folder), state.get("ready_at") or state["started"])
     clients = spark_server.clients(state)
@@ -37,7 +38,7 @@ def status(stop_now: bool, force: bool) -> None:
     state = spark_server.read_state()
     if not stop_now:
         for folder, other in spark_server.elsewhere():
-            click.echo(f"local checker of another checkout: running, {_when(spark_server, other, folder)}; "
+            click.echo(f"local checker of another checkout: running, {_when(other, folder)}; "
                        f"pid {other['pid']}, JVM pid {other['jvm_pid']}; folder {folder} ({other.get('python', '?')})")
     if state is None:
         click.echo(f"local checker: not running (it starts with the next check; folder {spark_server.home()})")
@@ -50,6 +51,6 @@ def status(stop_now: bool, force: bool) -> None:
         spark_server.stop()
         click.echo(f"local checker: stopped (pid {state['pid']}, JVM pid {state['jvm_pid']})")
         return
-    click.echo(f"local checker: running, {_when(spark_server, state)}; up {_ago(time.time() - state['started'])}")
+    click.echo(f"local checker: running, {_when(state)}; up {_ago(time.time() - state['started'])}")
     click.echo(f"  pid {state['pid']} (supervisor), JVM pid {state['jvm_pid']}, port {state['port']} on loopback")
     click.echo(f"  log {state['log']}")

@@ -111,11 +111,11 @@ class EventList:
             event = left.pop(0)
             late = now_s - event.at_s
             if self.keep_gaps and late > LATE_S:
-                moved = [replace(e, at_s=round(e.at_s + late, 3)) for e in left]
-                self._left[package] = [e for e in moved if self.horizon_s is None or e.at_s <= self.horizon_s]
                 if self.horizon_s is not None and now_s > self.horizon_s:
                     self._left[package] = []
                     return None
+                moved = [replace(e, at_s=round(e.at_s + late, 3)) for e in left]
+                self._left[package] = [e for e in moved if self.horizon_s is None or e.at_s <= self.horizon_s]
                 event = replace(event, at_s=round(now_s, 3))
             return event
 

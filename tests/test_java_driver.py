@@ -165,27 +165,33 @@ def test_java_error_names_are_classified_conservatively():
         assert outcome(name) == "info", name
 
 
+def _queue_run(cluster, driver, path, topic: str, seconds: float, **options) -> dict:  # type: ignore[no-untyped-def]
+    """The queue workload on the Java client for `seconds` (2 producers, 2 consumers, 4 partitions,
+    `safe`), stopped and drained into the history at `path`; the drain's record."""
+    from workloads.queue import QueueWorkload
+
+    cluster.create_topic(topic, partitions=4, replication_factor=3, config=get_profile("safe").topic_config())
+    with Recorder(path) as recorder:
+        workload = QueueWorkload(recorder, cluster.bootstrap_servers(), topic, get_profile("safe"), partitions=4,
+                                 producers=2, consumers=2, seed=5, group_id=topic, driver=driver, **options)
+        workload.start(ready_timeout_s=60)
+        time.sleep(seconds)
+        workload.stop(timeout_s=60)
+        drain = workload.drain(timeout_s=60).as_json()
+        assert workload.errors == []
+    return drain
+
+
 @pytest.mark.slow
 @pytest.mark.docker
 def test_the_queue_workload_on_the_java_client_keeps_every_acknowledged_record(prepared, tmp_path, report_figure):
     from harness.cluster import KafkaCluster
-    from workloads.queue import QueueWorkload
 
     driver = JavaDriver(log_path=tmp_path / "java-client.log")
     path = tmp_path / "history.jsonl"
     try:
         with KafkaCluster(brokers=3) as cluster:
-            cluster.create_topic("java-queue", partitions=4, replication_factor=3,
-                                 config=get_profile("safe").topic_config())
-            with Recorder(path) as recorder:
-                workload = QueueWorkload(recorder, cluster.bootstrap_servers(), "java-queue", get_profile("safe"),
-                                         partitions=4, producers=2, consumers=2, rate=500, seed=5,
-                                         group_id="java-queue", crash_clients_s=3.0, driver=driver)
-                workload.start(ready_timeout_s=60)
-                time.sleep(10)
-                workload.stop(timeout_s=60)
-                drain = workload.drain(timeout_s=60).as_json()
-                assert workload.errors == []
+            drain = _queue_run(cluster, driver, path, "java-queue", seconds=10, rate=500, crash_clients_s=3.0)
             # A record larger than max.request.size: the Java client's RecordTooLargeException, named and
             # classified end to end (a static property of the record: a definite failure).
             outcomes: list = []
@@ -221,23 +227,12 @@ def test_the_feed_runs_the_produce_loop_in_the_jvm_and_its_history_keeps_every_a
     (Feed._fed): rows of invokes and acknowledgements, one history, the same rules. A SIGKILL of the
     JVM mid-feed leaves its unanswered sends unknown and the history valid."""
     from harness.cluster import KafkaCluster
-    from workloads.queue import QueueWorkload
 
     driver = JavaDriver(log_path=tmp_path / "java-client.log")
     path = tmp_path / "history.jsonl"
     try:
         with KafkaCluster(brokers=3) as cluster:
-            cluster.create_topic("java-feed", partitions=4, replication_factor=3,
-                                 config=get_profile("safe").topic_config())
-            with Recorder(path) as recorder:
-                workload = QueueWorkload(recorder, cluster.bootstrap_servers(), "java-feed", get_profile("safe"),
-                                         partitions=4, producers=2, consumers=2, rate=2000, seed=5,
-                                         group_id="java-feed", driver=driver)
-                workload.start(ready_timeout_s=60)
-                time.sleep(8)
-                workload.stop(timeout_s=60)
-                drain = workload.drain(timeout_s=60).as_json()
-                assert workload.errors == []
+            drain = _queue_run(cluster, driver, path, "java-feed", seconds=8, rate=2000)
             killed = tmp_path / "killed.jsonl"
             with Recorder(killed) as recorder:  # the JVM SIGKILLed while it feeds
                 producer = ProducerClient(100, recorder, cluster.bootstrap_servers(), "java-feed", get_profile("safe"),

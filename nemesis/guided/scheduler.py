@@ -173,9 +173,9 @@ class GuidedScheduler:
                 if self._tokens[package] >= 1.0:
                     if now_s >= self._decide_at[package]:
                         return self.decide(package, now_s, watch)
-                    if self.reactor(now_s, watch) == package:
-                        fresh = flags_of(watch.decision_state()) - flags_of(self._last[package][0])
-                        self._reacted_at.update({f: now_s for f in fresh & REACT_FLAGS})
+                    who, flags = self._reaction(now_s, watch)
+                    if who == package:
+                        self._reacted_at.update(dict.fromkeys(flags, now_s))
                         return self.decide(package, now_s, watch, on="state change")
                 self._cond.wait(POLL_S)
 
@@ -196,18 +196,22 @@ class GuidedScheduler:
         """The package that decides now because the state gained a flag since its last decision: of
         those with a decision to spend and none in the last REACT_MIN_S, the one whose best action
         is worth most in the state (ties by name). None when nothing changed that way."""
+        return self._reaction(now_s, watch)[0]
+
+    def _reaction(self, now_s: float, watch: Any) -> tuple[str | None, set[str]]:
+        """(reactor(), the new flags it reacts to), from one look at the state."""
         if watch is None:
-            return None
+            return None, set()
         state = watch.decision_state()
         now_flags = {f for f in flags_of(state) & REACT_FLAGS if now_s - self._reacted_at.get(f, -WINDOW_S) >= WINDOW_S}
-        if not now_flags:
-            return None
         ready = [p for p in sorted(self.choices) if p in self._last and self._tokens[p] >= 1.0
                  and now_s - self._decided_at.get(p, -REACT_MIN_S) >= REACT_MIN_S
                  and now_flags - flags_of(self._last[p][0])]
         if not ready:
-            return None
-        return max(ready, key=lambda p: (max((self.value(state, a) for a in self.actions(p)), default=0.0), -ready.index(p)))
+            return None, set()
+        # max keeps the first of equals: `ready` is sorted, so ties go by name
+        who = max(ready, key=lambda p: max((self.value(state, a) for a in self.actions(p)), default=0.0))
+        return who, now_flags - flags_of(self._last[who][0])
 
     # --- deciding -------------------------------------------------------------------------------
     def actions(self, package: str) -> list[str]:

@@ -74,8 +74,7 @@ class JavaProducer:
         self._dead: ClientError | None = None
         self._seq = itertools.count(1)
         self._topics: dict[str, bytes] = {}
-        self._fed = False  # whether the JVM's feed ran on this producer
-        self._on_rows: Any = None
+        self._on_rows: Any = None  # set once the JVM's feed runs on this producer
         self.h = worker.call("producer", OPEN_TIMEOUT_S, config=config, pid=on_producer_id is not None)["h"]
         with worker._lock:
             worker.producers[self.h] = self
@@ -131,7 +130,7 @@ class JavaProducer:
         `start_n`) n * producers + w to a partition of its own seeded stream, `rate` a second (0: as
         fast as the client takes them). Its rows (invokes, acknowledgements) go to `on_rows` on the
         reader thread; a failed send to on_error, as a send's failure does."""
-        self._on_rows, self._fed = on_rows, True
+        self._on_rows = on_rows
         self._call("feed", OPEN_TIMEOUT_S, process=process, t=_topic(topic).decode(), w=w, W=producers,
                    P=partitions, rate=rate, seed=seed, n=start_n)
 
@@ -179,7 +178,7 @@ class JavaProducer:
         with self._lock:
             self._resolved.wait_for(lambda: self._unserved == 0, timeout_s)
             left = self._unserved
-        if self._fed and self._dead is None:  # the feed's sends are counted in the JVM
+        if self._on_rows is not None and self._dead is None:  # the feed's sends are counted in the JVM
             left += int(self._call("feed_flush", timeout_s + 5, ms=int(timeout_s * 1000))["pending"])
         return left
 

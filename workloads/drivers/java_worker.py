@@ -217,10 +217,11 @@ class Worker:
             raise ValueError(f"a cut frame of rows ({len(data)} bytes): the JVM ended mid-frame")
         rows = np.frombuffer(data, dtype="<i8").reshape(-1, ROW_LONGS)
         handles = rows[:, 0]
-        for h in np.unique(handles).tolist():  # nearly always one handle a frame
+        ids = np.unique(handles).tolist()  # nearly always one handle a frame
+        for h in ids:
             producer = self.producers.get(h)
             if producer is not None:
-                mine = rows[handles == h, 1:] if len(handles) > 1 and handles.min() != handles.max() else rows[:, 1:]
+                mine = rows[:, 1:] if len(ids) == 1 else rows[handles == h, 1:]
                 producer.rows(np.ascontiguousarray(mine).tobytes())
 
     def _route(self, reply: dict[str, Any]) -> None:
