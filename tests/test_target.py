@@ -262,6 +262,18 @@ def test_healing_runs_each_leftovers_commands_on_its_own_host_paused_before_stop
     assert any("iptables -w -X" in c for c in one) and any("iptables -w -X" in c for c in nodes[2].commands)
 
 
+def test_healing_a_killed_runs_rules_takes_the_empty_chains_from_every_host_even_one_without_a_rule() -> None:
+    # CI, 2026-11-26: a run SIGKILLed during a cut left rules on some hosts, and on another only the
+    # chains and hooks an earlier cut's heal had flushed; cleanup left those behind.
+    from harness.target.leftovers import heal_leftovers
+
+    nodes = {1: FakeNode(1), 2: FakeNode(2), 3: FakeNode(3)}
+    cluster = type("C", (), {"brokers": list(nodes.values()), "node": lambda self, i: nodes[i]})()
+    heal_leftovers(cluster, parse(1, '-A KH_PART_IN -s 10.0.0.2/32 -m comment --comment "kh-run=R" -j DROP\n'))
+    assert all(any("iptables -w -X" in c for c in node.commands) for node in nodes.values())
+    assert not any(c.startswith("iptables -w -D") for c in nodes[3].commands)  # nothing of its own to delete
+
+
 def test_an_operator_gets_the_exact_commands_to_heal_by_hand() -> None:
     from harness.target.leftovers import manual_commands
 
