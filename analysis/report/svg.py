@@ -132,6 +132,18 @@ class Panel:
         self.under.append(f'<rect x="{_n(self.x(a))}" y="{_n(self.top)}" width="{_n(max(self.x(b) - self.x(a), 1))}" '
                           f'height="{_n(self.h)}" fill="{colour}" fill-opacity="{opacity}">{tip}</rect>')
 
+    def bands(self, spans: Sequence[tuple[float, float]], colour: str, opacity: float, hover: str = "") -> None:
+        """Many shaded vertical bands as one path with one hover text: ~25 bytes a band, where a
+        rect with its own title is ~200 (a long run draws hundreds per panel)."""
+        d = []
+        for x0, x1 in spans:
+            a, b = max(x0, self.xdom[0]), min(x1, self.xdom[1])
+            if b > a:
+                d.append(f"M{_n(self.x(a))} {_n(self.top)}h{_n(max(self.x(b) - self.x(a), 1))}v{_n(self.h)}H{_n(self.x(a))}z")
+        if d:
+            tip = f"<title>{escape(hover)}</title>" if hover else ""
+            self.under.append(f'<path d="{"".join(d)}" fill="{colour}" fill-opacity="{opacity}">{tip}</path>')
+
     def vline(self, x: float, colour: str, hover: str = "") -> None:
         if not self.inside_x(x):
             return

@@ -52,10 +52,14 @@ Shaded bands are faults, labelled with the fault and its target broker(s) and th
 {% if tl.faults %}
 <table class="card" id="fault-bands"><tr><th>fault</th><th class="n">from (s)</th><th class="n">to (s)</th><th>from, to (UTC)</th><th>ended by</th>
 <th class="n" title="the longest stretch of the band with no ok send (or txn with sends)">no ok write (s)</th><th class="n" title="the longest stretch of the band with no ok poll (the final drain left out)">no ok read (s)</th></tr>
-{% for f in tl.faults %}{% set g = gap(f) %}<tr><td>{{ f.label }}</td><td class="n">{{ '%.2f'|format(f.start_s) }}</td><td class="n">{{ '%.2f'|format(f.end_s) }}</td><td class="muted">{{ utc(f.start_s) }} – {{ utc(f.end_s) }}</td><td>{{ f.ended_by }}</td>
+{% for f in fault_rows %}{% set g = gap(f) %}<tr><td>{{ f.label }}</td><td class="n">{{ '%.2f'|format(f.start_s) }}</td><td class="n">{{ '%.2f'|format(f.end_s) }}</td><td class="muted">{{ utc(f.start_s) }} – {{ utc(f.end_s) }}</td><td>{{ f.ended_by }}</td>
 <td class="n">{{ '%.1f'|format(g.no_write_s) if g and g.no_write_s is not none else '–' }}</td><td class="n">{{ '%.1f'|format(g.no_read_s) if g and g.no_read_s is not none else '–' }}</td></tr>{% endfor %}
 </table>
 <div class="muted">"No ok write/read": the longest stretch of each band in which no client write (or read) succeeded: did clients notice? (to 0.1 s; docs/checker.md, "Unavailability")</div>
+{% if fault_rows|length < tl.faults|length %}<div class="muted">The table shows {{ fault_rows|length }} of {{ tl.faults|length|fmt }} faults: those clients felt most (longest no ok write, then read), in time order.</div>
+<details id="all-faults"><summary class="muted">all {{ tl.faults|length|fmt }} faults, one per line (seconds since run start, {{ utc(0) or 'UTC unknown' }}; no ok write / read in s)</summary>
+<pre>{% for f in tl.faults %}{% set g = gap(f) %}{{ '%9.2f'|format(f.start_s) }} {{ '%9.2f'|format(f.end_s) }}  {{ f.label }} · {{ f.ended_by }} · {{ '%.1f'|format(g.no_write_s) if g and g.no_write_s is not none else '–' }} / {{ '%.1f'|format(g.no_read_s) if g and g.no_read_s is not none else '–' }}
+{% endfor %}</pre></details>{% endif %}
 {% else %}<div class="muted">No faults were injected in this run.</div>{% endif %}
 <div class="card">{{ timeline }}</div>
 {{ timeline_tables }}
