@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,17 +49,32 @@ def settings() -> dict[str, str]:
 def bare(bootstrap: str, topic: str, seconds: float) -> dict:
     client = ensure_java_client()
     args = [f"{k}={v}" for k, v in settings().items()]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(client.command("-XX:+UseSerialGC", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")
                           + ["--bare", bootstrap, topic, str(PARTITIONS), str(seconds), *args],
                           capture_output=True, text=True, timeout=seconds + 300)
     if proc.returncode != 0:
         raise SystemExit(f"bare loop failed: {proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]),
+            "cpu": {"jvm": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, "python": 0.0}}
+
+
+def _cpu_s(pid: int) -> float:
+    """A live process's CPU seconds (user + system) from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _self_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def recorded(leg: str, bootstrap: str, topic: str, seconds: float, folder: Path) -> dict:
     driver = drivers.make("librdkafka" if leg == "librdkafka" else "java")
     history = folder / f"{topic}.jsonl"  # the topic names the leg and its round
+    py0, jvm, py = _self_cpu_s(), 0.0, 0.0
     try:
         with Recorder(history) as recorder:
             client = ProducerClient(0, recorder, bootstrap, topic, get_profile("safe"), driver=driver).open()
@@ -75,6 +92,10 @@ def recorded(leg: str, bootstrap: str, topic: str, seconds: float, folder: Path)
                         v += 1
             client.close(timeout_s=120)
             elapsed = time.monotonic() - began
+            py = _self_cpu_s() - py0  # the driving thread, the reader and the recorder's flusher (not the
+            # history.parquet written at close, after the leg)
+            if leg != "librdkafka":  # the worker JVM's CPU, read before the driver ends it
+                jvm = _cpu_s(driver.worker().proc.pid)  # type: ignore[attr-defined]
     finally:
         driver.close()
     # Counted line by line: millions of events as dicts would take gigabytes (a first run of the
@@ -89,7 +110,8 @@ def recorded(leg: str, bootstrap: str, topic: str, seconds: float, folder: Path)
             counts[kind if kind in counts else b"other"] += 1
     if counts[b"invoke"] != counts[b"ok"] + counts[b"other"]:
         raise SystemExit(f"{leg}: {counts[b'invoke']} invokes but {counts[b'ok']} ok and {counts[b'other']} other events")
-    return {"sent": v, "acked": counts[b"ok"], "seconds": elapsed, "events": sum(counts.values())}
+    return {"sent": v, "acked": counts[b"ok"], "seconds": elapsed, "events": sum(counts.values()),
+            "cpu": {"jvm": jvm, "python": py}}
 
 
 LEGS = ("bare", "java", "java-per-send", "librdkafka")
@@ -101,14 +123,28 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2,
                         help="rounds of every leg, the order reversed each round (the first leg on a fresh cluster "
                              "ran slower in one run: a single order favours the later legs)")
+    parser.add_argument("--warm-up", type=float, default=20.0,
+                        help="seconds of an uncounted bare leg first: a fresh cluster's speed drifts by 4x in its "
+                             "first minutes (JIT, page cache; 155,000 to 604,000 bare sends/s in one run)")
+    parser.add_argument("--legs", default=",".join(LEGS),
+                        help=f"comma-separated legs to run (default all: {','.join(LEGS)}); bare and java give the target's ratio")
     args = parser.parse_args()
+    legs = tuple(leg for leg in LEGS if leg in args.legs.split(","))
+    unknown = set(args.legs.split(",")) - set(LEGS)
+    if unknown or "bare" not in legs:
+        parser.error(f"--legs: unknown {sorted(unknown)}" if unknown else "--legs must include bare (the ratios' base)")
     prepare()
     folder = Path(tempfile.mkdtemp(prefix="bench-java-client-"))
-    rates: dict[str, list[float]] = {leg: [] for leg in LEGS}
+    rates: dict[str, list[float]] = {leg: [] for leg in legs}
     with KafkaCluster(brokers=3) as cluster:
         bootstrap = cluster.bootstrap_servers()
+        if args.warm_up > 0:
+            cluster.create_topic("bench-warm-up", partitions=PARTITIONS, replication_factor=3,
+                                 config=get_profile("safe").topic_config())
+            r = bare(bootstrap, "bench-warm-up", args.warm_up)
+            print(f"warm-up (not counted): {r['acked'] / r['seconds']:,.0f} bare sends/s", flush=True)
         for round_ in range(args.rounds):
-            for leg in (LEGS if round_ % 2 == 0 else tuple(reversed(LEGS))):
+            for leg in (legs if round_ % 2 == 0 else tuple(reversed(legs))):
                 topic = f"bench-{leg}-{round_}"
                 cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3,
                                      config=get_profile("safe").topic_config())
@@ -116,12 +152,18 @@ def main() -> None:
                     recorded(leg, bootstrap, topic, args.seconds, folder)
                 rates[leg].append(r["acked"] / r["seconds"])
                 print(f"round {round_ + 1} {leg:>13}: {r['acked']:>9,} acknowledged of {r['sent']:>9,} in "
-                      f"{r['seconds']:6.1f} s = {rates[leg][-1]:>9,.0f} sends/s  (load {os.getloadavg()[0]:.1f})", flush=True)
+                      f"{r['seconds']:6.1f} s = {rates[leg][-1]:>9,.0f} sends/s; CPU s per million acknowledged: "
+                      f"JVM {r['cpu']['jvm'] / r['acked'] * 1e6:5.2f}, Python {r['cpu']['python'] / r['acked'] * 1e6:5.2f}"
+                      f"  (load {os.getloadavg()[0]:.1f})", flush=True)
+    for leg in legs[1:]:  # each round's legs run back to back: their ratio is the least drift-prone figure
+        ratios = sorted(r / b for r, b in zip(rates[leg], rates["bare"]))
+        print(f"{leg} / bare per round: median {statistics.median(ratios):.1%}, "
+              f"from {ratios[0]:.1%} to {ratios[-1]:.1%} over {len(ratios)} rounds")
     mean = {leg: sum(v) / len(v) for leg, v in rates.items()}
-    print(f"means over {args.rounds} rounds: " + ", ".join(f"{leg} {mean[leg]:,.0f}/s" for leg in LEGS))
-    print(f"java recorded (feed) / bare java: {mean['java'] / mean['bare']:.1%} (target >= 85 %); "
-          f"java per send / bare java: {mean['java-per-send'] / mean['bare']:.1%}; "
-          f"librdkafka recorded / bare java: {mean['librdkafka'] / mean['bare']:.1%}")
+    print(f"means over {args.rounds} rounds: " + ", ".join(f"{leg} {mean[leg]:,.0f}/s" for leg in legs))
+    target = {"java": "java recorded (feed) / bare java: {:.1%} (target >= 85 %)", "java-per-send": "java per send / bare java: {:.1%}",
+              "librdkafka": "librdkafka recorded / bare java: {:.1%}"}
+    print("; ".join(text.format(mean[leg] / mean["bare"]) for leg, text in target.items() if leg in mean))
     print(f"histories in {folder}")
 
 
