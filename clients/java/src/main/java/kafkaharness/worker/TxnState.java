@@ -1,5 +1,7 @@
 package kafkaharness.worker;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.util.Map;
@@ -27,7 +29,34 @@ final class TxnState {
     private static volatile Field PID;
     private static volatile Field EPOCH;
 
+    // The manager's producerIdAndEpoch field, as a VarHandle: its value is immutable and replaced
+    // on every change, so comparing it by identity tells whether the id or epoch changed. null
+    // where a version lacks the field (then producerIdAndEpoch() is read every time, as before).
+    private static final VarHandle PID_EPOCH = pidEpochHandle();
+
     private final Object manager; // null: not idempotent, or not readable
+
+    private static VarHandle pidEpochHandle() {
+        try {
+            Class<?> tm = Class.forName("org.apache.kafka.clients.producer.internals.TransactionManager");
+            Field f = tm.getDeclaredField("producerIdAndEpoch");
+            return MethodHandles.privateLookupIn(tm, MethodHandles.lookup()).unreflectVarHandle(f);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return null;
+        }
+    }
+
+    /** The object holding the producer id and epoch now, compared by identity; null if unknown. */
+    Object pidEpochToken() {
+        if (manager == null || PID_EPOCH == null) {
+            return null;
+        }
+        try {
+            return PID_EPOCH.getVolatile(manager);
+        } catch (RuntimeException e) {
+            return null;
+        }
+    }
 
     private TxnState(Object manager) {
         this.manager = manager;
