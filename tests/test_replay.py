@@ -41,8 +41,14 @@ def test_a_replayed_run_hits_the_same_brokers_at_the_same_times(prepared, tmp_pa
     # The schedule really fired, one fault of each kind at least. Each package alternates strike and
     # heal, and a killed broker's restart paces the next kill: CI under load saw 2 starts in 24 s.
     assert {f for f, _, _ in first} == STARTS, first
-    # A fault the original carried out late, past the time limit, is not repeated: the replay heals on time.
-    assert len(first) - 1 <= len(second) <= len(first), (first, second)
+    # Every fault the original started within the time limit is repeated. One it started past the
+    # limit is not: the replay heals on time. A package can strike late once (its target is
+    # resolved, a partition's rules set, after the event is due), so two can be: CI saw a
+    # start-partition at 24.59 s and a kill at 24.73 s of a 24 s run, neither replayed. The
+    # half second keeps a fault due at the very end, in a replay whose workload stops a little
+    # sooner, from counting.
+    within = [e for e in first if e[2] <= values["time_limit"] - 0.5]
+    assert len(within) <= len(second) <= len(first), (first, second)
     # Compared per fault kind: the kill and partition packages run on their own clocks, so two
     # faults due within the drift of each other may be recorded in either order. CI saw exactly
     # that: kill [2] and start-partition [2] were due 0.0x s apart and swapped places in the replay.
