@@ -266,6 +266,7 @@ def render_report(run_dir: Path | str, output: Path | str | None = None, inline:
     timeline_html = _timeline(tl, inline) if tl is not None else None
 
     verdict = results["verdict"] if results else "unchecked"
+    gap = _gaps(results)
     body = html.env().from_string(REPORT).render(
         run_id=(record or EMPTY).run_id or run_dir.name, run_dir=str(run_dir.resolve()),
         verdict=verdict, results=results, headline=(results or {}).get("headline") or {},
@@ -279,8 +280,8 @@ def render_report(run_dir: Path | str, output: Path | str | None = None, inline:
         check_cmd=f"python -m analysis check {run_dir}",
         replicas=(results or {}).get("replica_divergence"),
         no_faults=report_explain.no_faults(record, tl), timeline_tables=report_explain.timeline_tables(tl, run_dir, record),
-        extra_css=report_explain.CSS, utc=lambda t: clk.utc(t) or "", gap=_gaps(results),
-        fault_rows=_fault_rows(tl.faults if tl is not None else [], _gaps(results)),
+        extra_css=report_explain.CSS, utc=lambda t: clk.utc(t) or "", gap=gap,
+        fault_rows=_fault_rows(tl.faults if tl is not None else [], gap),
     )
     title = f"{verdict.upper()} · Kafka run {(record or EMPTY).run_id or run_dir.name}"
     return html.write_atomic(out / "report.html", html.page(title, body, plotly=inline))
