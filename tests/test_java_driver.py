@@ -95,6 +95,27 @@ def test_the_jvm_exits_when_the_driver_closes_its_stdin(driver):
         driver.producer({"bootstrap.servers": "x:1"}, lambda *a: None, lambda *a: None)
 
 
+def test_what_the_jvm_itself_prints_to_stdout_never_reaches_the_protocol(tmp_path, monkeypatch, caplog):
+    # JFR prints "Started recording 1." to stdout from inside the JVM, where no Java code can redirect
+    # it; on stdout-as-protocol that line raised a JSONDecodeError in the reader (seen profiling the feed).
+    monkeypatch.setenv("JDK_JAVA_OPTIONS", f"-XX:StartFlightRecording:filename={tmp_path / 'w.jfr'}")
+    d = JavaDriver()
+    try:
+        with caplog.at_level("DEBUG", logger="workloads.drivers.java_worker"):
+            assert d.versions()["kafka-clients"]  # a call and its reply, after JFR's lines
+            producer = d.producer({"bootstrap.servers": f"127.0.0.1:{closed_port()}"}, lambda *a: None,
+                                  lambda *a: None)
+            producer.close()
+        worker = d.worker()
+        deadline = time.monotonic() + 10  # the stderr thread reads on its own time
+        while not any("Started recording" in line for line in worker.stderr_tail) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert any("Started recording" in line for line in worker.stderr_tail), list(worker.stderr_tail)
+        assert not [r for r in caplog.records if r.levelno >= 30 or "not a reply" in r.getMessage()]
+    finally:
+        d.close()
+
+
 def test_a_sigkill_of_python_never_leaves_the_jvm_behind(tmp_path):
     script = textwrap.dedent("""
         import sys, time

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 SLACK_S = 120.0
 JVM_OPTIONS = ("-XX:+UseSerialGC", "-Xmx1g", "-XX:+ExitOnOutOfMemoryError")
 JVM_EXITED = "JvmExited"
+PROTOCOL_PROPERTY = "kafkaharness.protocol"  # the path the JVM writes its replies to (Out.java)
 ROW_LONGS = 8  # a feed row on the wire: its producer's handle, then the recorder's 7 (Out.java)
 BUFFER_BYTES = 16_384  # send lines are written when this many wait, or FLUSH_S after the last write
 FLUSH_S = 0.002  # the name of every outcome and call the JVM's death cut short
@@ -80,11 +81,25 @@ class Worker:
                                "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSSXXX"]
         else:  # warnings to stderr, which the stderr thread keeps (the last lines explain a death)
             logging_options = ["-Dorg.slf4j.simpleLogger.logFile=System.err", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
+        # The replies come on a pipe of their own, not stdout: the JVM prints to stdout where no Java
+        # code can stop it (JFR's "Started recording" under JDK_JAVA_OPTIONS, unified-logging
+        # warnings, agents), and such a line inside a frame of rows cut the history. The JVM's stdout
+        # and stderr both go to the stderr thread.
+        protocol_r, protocol_w = os.pipe()
         # Its own session: a Ctrl-C in the terminal reaches Python, which ends the JVM by closing
         # its stdin after the clients closed, instead of killing it under the clients' feet.
-        self.proc = subprocess.Popen(client.command(*JVM_OPTIONS, *logging_options), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
+        try:
+            self.proc = subprocess.Popen(
+                client.command(*JVM_OPTIONS, *logging_options, f"-D{PROTOCOL_PROPERTY}=/proc/self/fd/{protocol_w}"),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=(protocol_w,),
+                start_new_session=True)
+        except BaseException:
+            os.close(protocol_r)
+            raise
+        finally:
+            os.close(protocol_w)  # the JVM holds the only write end: its death ends the reader's file
+        self._protocol = os.fdopen(protocol_r, "rb", buffering=1 << 16)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
         self._stdin = self.proc.stdin.fileno()
         self._write_lock = threading.Lock()
         self._buffer = bytearray()  # request lines not written yet (sends only: `write(soon=True)`)
@@ -95,7 +110,7 @@ class Worker:
         self.producers: dict[int, Outcomes] = {}
         self.dead: ClientError | None = None
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
-        self._complained: set[type] = set()
+        self._complained: set[type | str] = set()
         self._reader = threading.Thread(target=self._read, name=f"java-worker-{self.proc.pid}", daemon=True)
         self._reader.start()
         threading.Thread(target=self._read_stderr, name=f"java-worker-{self.proc.pid}-stderr", daemon=True).start()
@@ -186,9 +201,8 @@ class Worker:
 
     # --- the reader thread ------------------------------------------------------------
     def _read(self) -> None:
-        assert self.proc.stdout is not None
         producers = self.producers
-        stdout = self.proc.stdout
+        stdout = self._protocol
         for line in stdout:
             try:
                 if line[:1] == b"+":  # a send written: "+H S OFFSET", most of the lines
@@ -200,6 +214,14 @@ class Worker:
                 if line[:3] == b"#R ":  # the feed's rows: "#R N", then N rows of ROW_LONGS little-endian longs
                     self._rows(stdout.read(int(line[3:]) * ROW_LONGS * 8))
                     continue
+                if line[:1] != b"{":  # not the worker's (Out.java writes nothing else): name it, once
+                    if "foreign" not in self._complained:
+                        self._complained.add("foreign")
+                        log.warning("java worker %s: a line on the protocol's pipe that is not the worker's, "
+                                    "ignored (later ones are logged at debug level): %r", self.proc.pid, line[:300])
+                    else:
+                        log.debug("java worker %s: not a reply, ignored: %r", self.proc.pid, line[:300])
+                    continue
                 self._route(json.loads(line))
             except Exception as exc:  # a callback's error must not stop every other client's outcomes
                 # Once per kind: a producer whose history closed first (RecorderClosed) fails once per outcome.
@@ -209,6 +231,7 @@ class Worker:
                                   line[:300], type(exc).__name__)
                 else:
                     log.debug("java worker %s: reply %r: %r", self.proc.pid, line[:300], exc)
+        stdout.close()
         self._ended()
 
     def _rows(self, data: bytes) -> None:
@@ -272,8 +295,9 @@ class Worker:
                 log.exception("java worker %s: outcomes of a lost producer", self.proc.pid)
 
     def _read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        for raw in self.proc.stderr:
+        """The JVM's stdout and stderr, together: kept for a death's explanation, logged at debug."""
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
             line = raw.decode(errors="replace").rstrip()
             self.stderr_tail.append(line)
             log.debug("java worker %s: %s", self.proc.pid, line)

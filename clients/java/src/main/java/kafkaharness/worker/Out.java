@@ -13,7 +13,11 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 
 /**
- * Reply lines, and the feed's history rows, to stdout from one writer thread. Client threads
+ * Reply lines, and the feed's history rows, to the protocol's pipe from one writer thread. The
+ * pipe is its own file descriptor, named by the {@code kafkaharness.protocol} property (Python
+ * passes {@code /proc/self/fd/N}), not stdout: the JVM itself prints to stdout where no Java code
+ * can stop it (JFR's "Started recording", unified-logging warnings, agents), and one such line in
+ * the middle of a frame of rows would cut the history. Without the property, stdout. Client threads
  * (executors, the producers' I/O threads running delivery callbacks, the feed) only enqueue, so a
  * slow reader on the Python side never blocks a Kafka I/O thread mid-callback. The writer flushes
  * once the queue is empty: at a few thousand outcomes a second one flush carries many lines.
@@ -28,6 +32,7 @@ import java.util.concurrent.TimeUnit;
  */
 final class Out {
     static final int ROW_LONGS = 8;
+    static final String PROTOCOL_PROPERTY = "kafkaharness.protocol";
     static final long INVOKE = 0, OK = 1; // harness/history/send_lines.py SEND_INVOKE, SEND_OK
     private static final int CHUNK_ROWS = 4096;
     private static final long IDLE_WAIT_MS = 2;
@@ -79,7 +84,16 @@ final class Out {
     }
 
     private void drain() {
-        OutputStream os = new BufferedOutputStream(new FileOutputStream(FileDescriptor.out), 1 << 16);
+        OutputStream os;
+        try {
+            String path = System.getProperty(PROTOCOL_PROPERTY);
+            os = new BufferedOutputStream(path == null ? new FileOutputStream(FileDescriptor.out)
+                    : new FileOutputStream(path), 1 << 16);
+        } catch (IOException e) {
+            System.err.println("worker-out: cannot open the protocol pipe: " + e);
+            Runtime.getRuntime().halt(2);
+            return;
+        }
         ByteBuffer bytes = ByteBuffer.allocate(CHUNK_ROWS * ROW_LONGS * 8).order(ByteOrder.LITTLE_ENDIAN);
         try {
             while (true) {

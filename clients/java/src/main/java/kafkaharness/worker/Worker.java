@@ -16,7 +16,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * many producers and consumers by handle, because a JVM's start-up (~0.5 s) is too dear to pay
  * per client when the workloads replace clients under faults.
  *
- * <p>Protocol, JSON lines: one request per line on stdin, one reply per line on stdout. A call
+ * <p>Protocol, JSON lines: one request per line on stdin, one reply per line on the protocol's
+ * pipe (Out: its own file descriptor, so that nothing the JVM prints can cut it). A call
  * carries an {@code id} and gets exactly one reply with that id ({@code ok} fields or {@code err});
  * a send is the one request that is not JSON, {@code >H S P V TOPIC} (handle, sequence number,
  * partition, value, topic: most of the lines, parsed here without a JSON tree), and its delivery
@@ -50,7 +51,7 @@ public final class Worker {
             Bare.main(args);
             return;
         }
-        // stdout is the protocol: anything a library prints goes to stderr instead.
+        // Nothing a library prints may reach the protocol, even where it is stdout (no pipe given).
         System.setOut(System.err);
         new Worker().serve();
     }
