@@ -304,3 +304,27 @@ def test_a_producer_closing_after_the_history_closed_stops_with_a_warning_not_an
     assert workload.errors == ["producer-8: RuntimeError: boom"]
     said = [r for r in caplog.records if r.name == "workloads.queue" or "producer-7" in r.getMessage()]
     assert any("producer-7 stopped: the history was closed" in r.getMessage() and r.exc_info is None for r in said)
+
+
+@pytest.mark.parametrize("error, says", [
+    (("_TIMED_OUT", False), "not a settings problem: run again"),
+    (("COORDINATOR_NOT_AVAILABLE", True), "not a settings problem: run again"),
+    (("_INVALID_ARG", False), "fix the client settings"),
+])
+def test_a_client_that_cannot_start_gets_a_hint_that_fits_its_error(error, says):
+    from harness.errors import HarnessError
+    from workloads.drivers.base import ClientError, ClientException
+    from workloads.threads import ClientThreads
+
+    name, retriable = error
+    threads = ClientThreads()
+
+    def opens(_):
+        raise ClientException(ClientError(name, "init_transactions", retriable=retriable))
+
+    threads.spawn("producer-0", opens, None)
+    stopped = []
+    with pytest.raises(HarnessError, match="could not start") as refused:
+        threads.wait_ready(10, on_failure=lambda: stopped.append(True))
+    assert says in refused.value.hint and stopped == [True]
+    assert name in str(refused.value)

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from harness.errors import HarnessError
 from harness.history.recorder import RecorderClosed
+from workloads.drivers.base import ClientException
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 class ClientThreads:
     def __init__(self) -> None:
         self.errors: list[str] = []  # unexpected exceptions in worker threads
+        self._causes: list[BaseException] = []  # the same exceptions, for wait_ready's hint
         self._threads: list[threading.Thread] = []
         self._ready: list[threading.Event] = []
         self._background: list[threading.Thread] = []  # e.g. crashed producers, closing
@@ -39,6 +41,7 @@ class ClientThreads:
             except Exception as exc:  # recorded for the run, never silently lost
                 log.exception("%s died", name)
                 self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+                self._causes.append(exc)
             finally:
                 ready.set()
 
@@ -66,10 +69,8 @@ class ClientThreads:
             event.wait(max(0.0, deadline - time.monotonic()))
         if self.errors:
             on_failure()
-            raise HarnessError(
-                f"{len(self.errors)} client(s) could not start: {'; '.join(self.errors[:3])}",
-                hint="fix the client settings named above (profile or workload options); nothing was measured",
-            )
+            raise HarnessError(f"{len(self.errors)} client(s) could not start: {'; '.join(self.errors[:3])}",
+                               hint=start_hint(self._causes))
 
     def join(self, timeout_s: float, prefix: str = "") -> None:
         """Wait up to `timeout_s` for the threads whose name starts with `prefix` (all by default;
@@ -81,3 +82,24 @@ class ClientThreads:
         stuck = [t.name for t in threads if t.is_alive()]
         if stuck and not prefix:
             self.errors.append(f"threads still running {timeout_s:.0f} s after stop: {stuck}")
+
+
+def transient(exc: BaseException) -> bool:
+    """An error that says the cluster did not answer in time, not that the settings are wrong: the
+    client calls it retriable, or it is a timeout (librdkafka's `_TIMED_OUT`, Java's `TimeoutException`)."""
+    if not isinstance(exc, ClientException):
+        return False
+    return exc.error.retriable or "TIMED_OUT" in exc.error.name.upper() or "Timeout" in exc.error.name
+
+
+def start_hint(causes: list[BaseException]) -> str:
+    """What to do about clients that could not start: a timeout or a retriable error is the
+    cluster's state at that moment (still electing, overloaded), which settings cannot fix."""
+    if causes and all(transient(c) for c in causes):
+        return ("the cluster did not answer the clients in time (retriable errors: brokers still starting, "
+                "electing or overloaded), not a settings problem: run again; if it repeats, read the brokers' "
+                "logs in the run directory; nothing was measured")
+    if any(transient(c) for c in causes):
+        return ("fix the client settings named above (profile or workload options); the retriable errors among "
+                "them are the cluster's state at that moment, which a second run may not see; nothing was measured")
+    return "fix the client settings named above (profile or workload options); nothing was measured"
