@@ -68,3 +68,69 @@ def test_spark_measures_the_lag_the_reference_does(spark, tmp_path):
     results = check_history(spark, write_run(tmp_path / "lag", events), None)
     assert results["realtime_lag"] == want and want["max_ms"] > 0
     assert results["counts"] == reference.counts(events) == ZERO and results["verdict"] != "invalid"
+
+
+def consumers_that_move(seed: int) -> list[dict]:
+    """Sends on 3 keys, and 3 consumers that assign (keeping what they still cover, from the
+    beginning, or at committed offsets), subscribe, poll and read in txns at random: every way a
+    position is set, kept, moved or dropped (analysis/reference/lag.py)."""
+    import random
+
+    from tests.analysis.histories import Builder
+
+    rnd = random.Random(seed)
+    b = Builder()
+    logs: dict[int, int] = {0: 0, 1: 0, 2: 0}
+    value = 0
+    for _ in range(160):
+        action = rnd.random()
+        p = 100 + rnd.randrange(3)
+        if action < 0.4:
+            k = rnd.randrange(3)
+            value += 1
+            logs[k] += rnd.choice([1, 1, 2])  # now and then a gap, as a transaction marker leaves
+            b.send(rnd.randrange(2), k, value, logs[k] - 1)
+        elif action < 0.75:
+            k = rnd.randrange(3)
+            records = [(k, o, 0) for o in sorted(rnd.sample(range(logs[k] + 1), min(logs[k] + 1, rnd.randrange(4))))]
+            if rnd.random() < 0.2:
+                b.add(p, "invoke", "txn", {"sends": [], "records": []})
+                b.add(p, "ok", "txn", {"sends": [], "records": [{"key": a, "offset": o, "value": v, "epoch": 0}
+                                                                for a, o, v in records]})
+            else:
+                b.poll(p, records)
+        elif action < 0.9:
+            b.assign(p, sorted(rnd.sample(range(3), rnd.randrange(1, 4))), rnd.choice([None, "beginning", "committed"]))
+        else:
+            sub = {"keys": [0, 1, 2], "seek": "committed"}
+            b.add(p, "invoke", "subscribe", sub)
+            b.add(p, "ok", "subscribe", sub)
+    for i, e in enumerate(b.events):
+        e["time"] = i * 3 * MS + (i % 7) * 100_000
+    return b.events
+
+
+@pytest.mark.slow
+def test_spark_gives_the_references_lag_entry_for_every_poll_and_key(spark, tmp_path):
+    """Entry by entry, not only the summary: each (process, key, op) with its position and lag."""
+    from analysis.checking.checker import derive
+    from analysis.checking.history_load import load_history
+    from analysis.checking.lag import entries
+    from harness.history.record import as_record
+
+    for seed in (1, 2, 3):
+        events = consumers_that_move(seed)
+        until = len(events) - 40  # the last ops as if the drain had begun
+        want = sorted((e["process"], e["key"], e["index"], e["time"], e["position"], e["lag_ns"])
+                      for e in reference_lag.entries(events, until_index=until))
+        history = load_history(spark, write_run(tmp_path / f"moves-{seed}", events))
+        d, pairs = derive(history, as_record(None))
+        try:
+            got = sorted(tuple(r) for r in entries(d, until).select("pid", "key", "index", "time", "position",
+                                                                        "lag_ns").collect())
+        finally:
+            pairs.unpersist()
+            d.unpersist()
+            history.release()
+        assert got == want and len(want) > 50 and any(e[-1] > 0 for e in want), seed
+        assert {e[4] for e in want} & {-1} and len({e[0] for e in want}) == 3, seed  # -1 positions and every process
