@@ -6,89 +6,107 @@ For each `ok` poll or txn of a process and each key the process holds a position
 the time from when the log was known to hold the offset after that position (the earliest
 completion of an op that observed that offset or a higher one) to the op's invoke, or 0.
 
-On Spark: the positions are a walk over each reading process's ops in order (assigns and resets
-change which keys it holds), one grouped pandas function per process over one narrow row per op
-(the per-key highest offset of each op is a grouped max, one row per op and key read). The time each
-offset was known is `first_time` of the persisted offsets; a suffix minimum over offsets per key,
-in one window with the lag queries, gives each query its time.
+On Spark: the positions are the definition's walk written as windows per (process, key) over
+narrow rows (the highest offset each op read there, the resets, one query row per reading op and
+key held): see _positions. The time each offset was known is `first_time` of the persisted
+offsets; a suffix minimum over offsets per key, in one window with the lag queries, gives each
+query its time.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from analysis.checking.anomalies import Derived
 
-_OPS = T.StructType([
-    T.StructField("pid", T.LongType()), T.StructField("index", T.LongType()), T.StructField("time", T.LongType()),
-    T.StructField("key", T.LongType()), T.StructField("position", T.LongType())])
 
-
-def _walk(pdf: pd.DataFrame) -> pd.DataFrame:
-    """One process's ops in index order -> (pid, index, invoke time, key, position) per reading op
-    and key held. kind: 'i' invoke of a poll/txn, 'k' the highest offset (`offset`) an ok poll/txn
-    read on one key (one row per key it read), 'r' that ok poll/txn itself (after its 'k' rows),
-    'a' assign, 's' subscribe."""
-    pdf = pdf.sort_values(["index", "kind"])  # an op's 'k' rows before its 'r' row ('k' < 'r')
-    pos: dict[int, int] = {}
-    invoked = None
-    out: list[tuple[int, int, int, int, int]] = []
-    # Columns as lists, not itertuples: one row per key read makes ~8 rows per poll.
-    cols = [pdf[c].tolist() for c in ("pid", "index", "time", "kind", "key", "offset", "keys", "seek", "counted")]
-    for pid, index, time, kind, key, offset, keys, seek, counted in zip(*cols):
-        if kind == "k":
-            pos[key] = max(pos.get(key, -1), offset)
-        elif kind == "i":
-            invoked = time
-        elif kind == "a" and seek is None:
-            held = set(keys)
-            pos = {k: o for k, o in pos.items() if k in held}
-        elif kind == "a" and seek == "beginning":
-            pos = dict.fromkeys(keys, -1)
-        elif kind in ("a", "s"):
-            pos = {}
-        elif kind == "r" and counted:  # not after the drain began
-            start = time if invoked is None else invoked
-            out.extend((pid, index, start, k, o) for k, o in pos.items())
-    return pd.DataFrame(out, columns=["pid", "index", "time", "key", "position"])
-
-
-def _ops(d: Derived, until_index: int | None) -> DataFrame:
-    """Narrow rows for the walk: one per op that moves a consumer (invokes and `ok` completions of
-    polls and txns, `ok` assigns and subscribes) and one per (ok poll or txn, key it read) with
-    the highest offset read there. That highest offset is a grouped max over the exploded records,
-    not array lambdas per op (for each key, filter the records): those are interpreted row by
-    row, and building the old rows alone took 13.6-16.4 s on a 2M-event history (load 12-30); the
-    partial aggregate before the shuffle leaves ~8 rows a poll of 100 records."""
+def _moves(d: Derived) -> DataFrame:
+    """One narrow row per op that moves a consumer and per (ok poll or txn, key it read): pid,
+    index, time, kind, key, offset, keys, seek. kind: 'i' invoke of a poll/txn, 'r' its `ok`,
+    'a' an `ok` assign (keys, seek), 's' an `ok` subscribe, 'k' the highest offset an ok poll/txn
+    read on one key. That highest offset is a grouped max over the exploded records, not array
+    lambdas per op (for each key, filter the records): those are interpreted row by row, and
+    building the old rows alone took 13.6-16.4 s on a 2M-event history (load 12-30); the partial
+    aggregate before the shuffle leaves ~8 rows a poll of 100 records. Read several times by
+    _positions: summary persists it (~1M rows for 10M events) so that the history is scanned once."""
     f, t = F.col("f"), F.col("type")
     reading = f.isin("poll", "txn")
     kind = (F.when(reading & (t == "invoke"), F.lit("i")).when(reading & (t == "ok"), F.lit("r"))
             .when((f == "assign") & (t == "ok"), F.lit("a")).when((f == "subscribe") & (t == "ok"), F.lit("s")))
-    counted = F.lit(True) if until_index is None else F.col("index") < F.lit(until_index)
-    zero = F.lit(0).cast("long")
+    none = F.lit(None).cast("long")
     ops = (d.events.filter(F.col("pid").isNotNull()).select("pid", "index", "time", "value", kind.alias("kind"))
            .filter(F.col("kind").isNotNull())
-           .select(F.col("pid").cast("long").alias("pid"), "index", "time", "kind", zero.alias("key"),
-                   zero.alias("offset"), F.coalesce(F.col("value.keys"), F.array()).cast("array<bigint>").alias("keys"),
-                   F.col("value.seek").alias("seek"), counted.alias("counted")))
+           .select(F.col("pid").cast("long").alias("pid"), "index", "time", "kind", none.alias("key"),
+                   none.alias("offset"), F.col("value.keys").cast("array<bigint>").alias("keys"),
+                   F.col("value.seek").alias("seek")))
     read = (d.events.filter(F.col("pid").isNotNull() & reading & (t == "ok"))
-            .select(F.col("pid").cast("long").alias("pid"), "index", "time", F.explode("value.records").alias("r"))
-            .groupBy("pid", "index", "time", F.col("r.key").cast("long").alias("key"))
+            .select(F.col("pid").cast("long").alias("pid"), "index", F.explode("value.records").alias("r"))
+            .groupBy("pid", "index", F.col("r.key").cast("long").alias("key"))
             .agg(F.max(F.col("r.offset").cast("long")).alias("offset"))
-            .select("pid", "index", "time", F.lit("k").alias("kind"), "key", "offset",
-                    F.lit(None).cast("array<bigint>").alias("keys"), F.lit(None).cast("string").alias("seek"),
-                    F.lit(True).alias("counted")))
+            .select("pid", "index", none.alias("time"), F.lit("k").alias("kind"), "key", "offset",
+                    F.lit(None).cast("array<bigint>").alias("keys"), F.lit(None).cast("string").alias("seek")))
     return ops.unionByName(read)
 
 
-def entries(d: Derived, until_index: int | None = None) -> DataFrame:
+def _positions(moves: DataFrame, until_index: int | None) -> DataFrame:
+    """(pid, index, time, key, position) per counted `ok` poll or txn and key its process holds a
+    position on; time is the op's invoke. The walk of the definition (analysis/reference/lag.py), as
+    windows: per (process, key), the rows that move the position (the highest offset an op read
+    there; an assign or subscribe that drops it, or sets it to -1 with seek "beginning"), and one
+    query row per reading op and key the process ever held. A reset starts a segment; the position
+    at a query is the running maximum within its segment, none when the segment has nothing yet.
+
+    Before (to 2026-11-26) the walk was a grouped pandas function per process: on the 10M-event
+    bench history its Python took 0.9 s a process, but the stage that shipped ~1M rows through
+    Arrow to Python and back ran 26.6 s of task time (13.8 s of wall time, load 12-29). The whole
+    summary, old and new alternating in one JVM on that history (load 14-20, a soak beside it):
+    33.3, 26.9, 26.5 s against 29.6, 18.2, 16.5 s, the same summary. Written first without
+    persisting `moves`, it scanned the history twice and exploded the reads twice: no gain."""
+    highest = moves.filter(F.col("kind") == "k")
+    resets = moves.filter(F.col("kind").isin("a", "s"))
+    # Every key a process can hold a position on: one it read, or one an assign set to -1.
+    held = (highest.select("pid", "key")
+            .unionByName(resets.filter(F.col("seek") == "beginning").select("pid", F.explode("keys").alias("key")))
+            .distinct())
+    # What each reset does to each such key: position -1 (seek "beginning" and the key assigned) or
+    # none (dropped). An assign without seek that keeps the key does nothing to it.
+    kept = F.array_contains(F.coalesce(F.col("keys"), F.array().cast("array<bigint>")), F.col("key"))
+    effect = (resets.drop("key").join(held, "pid")
+              .filter(~((F.col("kind") == "a") & F.col("seek").isNull() & kept))
+              .select("pid", "key", "index",
+                      F.when((F.col("kind") == "a") & (F.col("seek") == "beginning") & kept, F.lit(-1))
+                      .cast("long").alias("offset"),
+                      F.lit(0).alias("order"), F.lit(1).alias("reset"), F.lit(None).cast("long").alias("time")))
+    reads = highest.select("pid", "key", "index", "offset", F.lit(1).alias("order"), F.lit(0).alias("reset"),
+                           F.lit(None).cast("long").alias("time"))
+    # The query rows: each counted ok poll or txn, at its invoke (the latest poll/txn invoke of its
+    # process before it), for every key the process ever held.
+    by_pid = Window.partitionBy("pid").orderBy("index").rowsBetween(Window.unboundedPreceding, 0)
+    invoked = F.last(F.when(F.col("kind") == "i", F.col("time")), ignorenulls=True).over(by_pid)
+    polls = (moves.filter(F.col("kind").isin("i", "r")).select("pid", "index", "kind", "time", invoked.alias("invoked"))
+             .filter(F.col("kind") == "r"))
+    if until_index is not None:
+        polls = polls.filter(F.col("index") < F.lit(until_index))
+    queries = polls.join(held, "pid").select(
+        "pid", "key", "index", F.lit(None).cast("long").alias("offset"), F.lit(2).alias("order"),
+        F.lit(0).alias("reset"), F.coalesce("invoked", "time").alias("time"))
+    rows = effect.unionByName(reads).unionByName(queries)
+    walk = Window.partitionBy("pid", "key").orderBy("index", "order")
+    rows = rows.select("*", F.sum("reset").over(walk.rowsBetween(Window.unboundedPreceding, 0)).alias("segment"))
+    within = (Window.partitionBy("pid", "key", "segment").orderBy("index", "order")
+              .rowsBetween(Window.unboundedPreceding, 0))
+    return (rows.select("*", F.max("offset").over(within).alias("position"))
+            .filter((F.col("order") == 2) & F.col("position").isNotNull())
+            .select("pid", "index", "time", "key", "position"))
+
+
+def entries(d: Derived, until_index: int | None = None, moves: DataFrame | None = None) -> DataFrame:
     """One row per (reading op, key held): pid, key, index, time (invoke), position, lag_ns."""
-    queries = _ops(d, until_index).groupBy("pid").applyInPandas(_walk, _OPS)
+    queries = _positions(_moves(d) if moves is None else moves, until_index)
     known = d.offsets.select(F.col("key").cast("long").alias("key"), F.col("offset").cast("long").alias("offset"),
                              F.col("first_time").alias("known"))
     rows = queries.select("key", (F.col("position") + 1).alias("offset"), F.lit(None).cast("long").alias("known"),
@@ -119,7 +137,11 @@ def _stats(df: DataFrame) -> DataFrame:
 def summary(d: Derived, until_index: int | None = None) -> dict[str, Any] | None:
     """Max, p50 and p99 of the lags in whole milliseconds, overall and per key, and the worst entry.
     None when no reading op held a position."""
-    rows = _stats(entries(d, until_index)).collect()
+    moves = _moves(d).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        rows = _stats(entries(d, until_index, moves)).collect()
+    finally:
+        moves.unpersist()
     overall = [r for r in rows if r["total"]]
     per_key = [r for r in rows if not r["total"]]
     if not overall:
