@@ -83,8 +83,8 @@ class Worker:
             logging_options = ["-Dorg.slf4j.simpleLogger.logFile=System.err", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
         # The replies come on a pipe of their own, not stdout: the JVM prints to stdout where no Java
         # code can stop it (JFR's "Started recording" under JDK_JAVA_OPTIONS, unified-logging
-        # warnings, agents), and such a line inside a frame of rows cut the history. The JVM's stdout
-        # and stderr both go to the stderr thread.
+        # warnings, agents): JFR's line raised a JSONDecodeError in the reader, and a line inside a
+        # frame of rows would cut the history. The JVM's stdout and stderr both go to the stderr thread.
         protocol_r, protocol_w = os.pipe()
         # Its own session: a Ctrl-C in the terminal reaches Python, which ends the JVM by closing
         # its stdin after the clients closed, instead of killing it under the clients' feet.
