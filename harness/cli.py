@@ -128,7 +128,7 @@ def smoke(brokers: int, kafka_version: str | None, records: int, partitions: int
 @click.option("--consumers", default=D["consumers"], show_default=True, type=int)
 @click.option("--subscribe", is_flag=True, default=D["subscribe"], help="Consumers join a group (subscribe) instead of assigning partitions.")
 @click.option("--abort-probability", default=D["abort_probability"], show_default=True, type=float, help="txn and eos workloads: share of transactions aborted on purpose.")
-@click.option("--drain-timeout", default=D["drain_timeout"], show_default=True, type=float, help="Seconds the final drain may take.")
+@click.option("--drain-timeout", default=D["drain_timeout"], show_default=True, type=float, help="Seconds the final drain may go without reading a record (10x this in all).")
 @click.option("--allow-worker-errors", is_flag=True, default=D["allow_worker_errors"],
               help="A client worker that dies does not make the verdict unknown (for runs meant to kill clients).")
 @click.option("--compare-replicas", is_flag=True, default=D["compare_replicas"],

@@ -36,7 +36,7 @@ from harness.errors import HarnessError
 from harness.history import Recorder
 from harness.history.eos import OUTPUT_KEY_BASE, output_key
 from workloads.clients import Clients, ConsumerClient, ProducerClient
-from workloads.drain import DrainResult, drain_one, drain_topic, probe_high_watermarks
+from workloads.drain import DRAIN_CAP_FACTOR, DrainResult, drain_one, drain_topic, not_read, probe_high_watermarks
 from workloads.drivers.base import ClientException, Driver
 from workloads.eos_pipeline import PipelineWorker
 from workloads.loops import Feed, poll_until, share
@@ -226,11 +226,11 @@ class EosWorkload:
                                               f"{self.group_id}-out-hwm", timeout_s=timeout_s, driver=self.clients.driver)
         client = self._output_consumer()
         try:
-            timed_out = drain_one(client, sorted(high), high, time.monotonic() + timeout_s)
+            timed_out = drain_one(client, sorted(high), high, time.monotonic() + timeout_s * DRAIN_CAP_FACTOR, stall_s=timeout_s)
         finally:
             client.close()
         undrained = {output_key(p): why for p, why in offline.items()}
-        undrained.update({output_key(p): f"not read to its high watermark {high[p]} within {timeout_s:g} s" for p in timed_out})
+        undrained.update({output_key(p): not_read(high[p], timeout_s) for p in timed_out})
         second = DrainResult(not undrained, {output_key(p): o for p, o in high.items()},
                              sorted(output_key(p) for p in timed_out), [client.process], time.monotonic() - began,
                              first_index, undrained)
