@@ -58,3 +58,20 @@ def test_a_stopped_comparison_resumes_and_a_failed_run_is_run_again(tmp_path):
     text = table(result)
     assert "| a | a 1.0 | 1 | 20 | 0 | 1 | 0 | 0 | 1.00% | 1 | 0 | 0 | 0 |" in text
     assert "| b | b 1.0 | 1 | 20 | 3 | 1 | 0 | 0 | 1.00% | 0 | 1 | 0 | 0 |" in text
+
+
+def test_sends_per_second_divide_by_the_time_the_clients_sent_heal_included(tmp_path):
+    """The clients send until the heal is over (they stop before the drain): a 60 s workload whose
+    heal took 8 s sent for 68 s, and dividing by 60 read 13 % high (the README's 1,126/s of 2026-11-25)."""
+    from harness.experiments.clients import measured
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps({
+        "config_format": 2, "seed": 1, "workload": "queue", "seconds": {"workload": 60.0, "heal": 8.0},
+        "phases_s": {"workload": 2.0, "heal": 62.0, "drain": 70.0}}))
+    results = {"verdict": "valid", "op_stats": {"send": {"invoke": 68_000, "ok": 68_000}}}
+    assert measured("a", 1, SETTINGS, run_dir, results, None).sends_per_s == 1000.0
+    (run_dir / "config.json").write_text(json.dumps({  # an older record: no phases, the steps' seconds
+        "config_format": 2, "seed": 1, "workload": "queue", "seconds": {"workload": 60.0, "heal": 8.0}}))
+    assert measured("a", 1, SETTINGS, run_dir, results, None).sends_per_s == 1000.0
