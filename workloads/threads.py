@@ -8,6 +8,7 @@ which loops run in it.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from typing import Any, Callable
@@ -42,6 +43,12 @@ class ClientThreads:
                 log.exception("%s died", name)
                 self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
                 self._causes.append(exc)
+            except BaseException:  # SystemExit and the like end the thread as before
+                raise
+            except:  # noqa: E722 - an object raised that is no exception (a C extension's): still recorded
+                raised = sys.exc_info()[1]
+                log.error("%s died: it raised %r, which is no exception", name, raised)
+                self.errors.append(f"{name}: {type(raised).__name__}: {raised}")
             finally:
                 ready.set()
 

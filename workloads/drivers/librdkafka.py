@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from importlib.metadata import version
 from typing import Any
 
@@ -35,6 +36,19 @@ def client_error(err: KafkaError | BaseException) -> ClientError:
 
 def _failed(err: BaseException) -> ClientException:
     return ClientException(client_error(err))
+
+
+def _raised_error() -> ClientException | None:
+    """In a bare `except:`, the driver's exception for a KafkaError that confluent-kafka raised as
+    it is: no exception class, so neither `except KafkaException` nor `except Exception` (nor
+    BaseException) catches it. Seen on confluent-kafka 2.16.1 when a zombie fenced a transactional
+    producer (fence package, 2026-11-26, run 20261126T224836-a85d91): flush ended with
+    `confluent_kafka.cimpl.KafkaError: KafkaError{FATAL,code=_FENCED,...}` and the producer's
+    thread died past every handler, its transaction unrecorded. Its error_cb sets a fatal error as
+    KafkaException(KafkaError) and takes its crash path without fetching it; the Python logger
+    this driver gives librdkafka runs before the call returns. None: not that, re-raise."""
+    raised = sys.exc_info()[1]
+    return ClientException(client_error(raised)) if isinstance(raised, KafkaError) else None  # type: ignore[unreachable]
 
 
 def _epoch(msg: Message) -> int | None:
@@ -119,6 +133,10 @@ class LibrdkafkaProducer:
             # the thread died with the transaction unrecorded. What the flush left is unknown: a fatal
             # error, so the transaction is recorded info and a new producer takes over.
             raise ClientException(ClientError("_PYTHON_SYSTEM_ERROR", f"confluent-kafka flush: {exc}", fatal=True)) from None
+        except:  # noqa: E722 - a KafkaError raised as it is (_raised_error)
+            if (converted := _raised_error()) is None:
+                raise
+        raise converted
 
     def purge(self) -> None:
         # Every purged message gets a delivery report (_PURGE_QUEUE / _PURGE_INFLIGHT) at the next flush.
@@ -146,8 +164,13 @@ class LibrdkafkaProducer:
         assert self.raw is not None
         try:
             getattr(self.raw, method)(*args)
+            return
         except KafkaException as exc:
             raise _failed(exc) from None
+        except:  # noqa: E722 - a KafkaError raised as it is (_raised_error)
+            if (converted := _raised_error()) is None:
+                raise
+        raise converted
 
     def close(self) -> None:
         # confluent-kafka's Producer has no close: librdkafka's handle goes with the object, at once
