@@ -257,7 +257,7 @@ class MembershipNemesis(ProcessNemesis):
                 return value
         pid, escalated = self.stop_clean(node)
         done["stopped"] = {"pid": pid, "how": "SIGKILL after a clean stop timed out" if escalated else "clean", "s": round(time.monotonic() - began, 2)}
-        code, out = grow.unregister(self.live_broker({victim}), victim)
+        code, out = grow.unregister(self.live_broker({victim}), victim, self.cluster.distribution.version)
         done["unregister"] = {"exit": code, "answer": _tail(out)}
         if code == 0:
             grow.retire(self.cluster, node)
@@ -285,11 +285,12 @@ class MembershipNemesis(ProcessNemesis):
         if not moves:
             return {"moves": {}}
         via = self.live_broker(exclude)
-        code, out = grow.reassign(via, moves, "execute")
+        code, out = grow.reassign(via, moves, self.cluster.distribution.version, "execute")
         step: dict[str, Any] = {"moves": moves, "exit": code, "answer": _tail(out, 400), "via": via.node_id}
         if code == 0:
             self.in_flight = moves
-            step.update(grow.wait_reassigned(lambda: self.live_broker(exclude), moves, MOVE_WAIT_S, self.stopping))
+            step.update(grow.wait_reassigned(lambda: self.live_broker(exclude), moves, self.cluster.distribution.version,
+                                             MOVE_WAIT_S, self.stopping))
             if step["complete"]:
                 self.in_flight = None
         return step
@@ -364,9 +365,9 @@ class MembershipNemesis(ProcessNemesis):
                 return value
             if self.in_flight is not None:
                 flight, self.in_flight = self.in_flight, None
-                settled = grow.wait_reassigned(lambda: self.live_broker(set()), flight, 60.0)
+                settled = grow.wait_reassigned(lambda: self.live_broker(set()), flight, self.cluster.distribution.version, 60.0)
                 if not settled["complete"]:
-                    code, out = grow.reassign(self.live_broker(set()), flight, "cancel")
+                    code, out = grow.reassign(self.live_broker(set()), flight, self.cluster.distribution.version, "cancel")
                     settled["cancelled"] = {"exit": code, "answer": _tail(out, 400)}
                 value["in_flight"] = settled
                 self.record(DECOMMISSION.stop if self.retired else BROKER_ADD.stop,

@@ -99,7 +99,9 @@ class Kafka:
         self.calls.append(("add", node_id))
         return node
 
-    def reassign(self, via: Node, moves: dict[str, list[int]], action: str = "execute", timeout_s: int = 90) -> tuple[int, str]:
+    def reassign(self, via: Node, moves: dict[str, list[int]], version: str, action: str = "execute",
+                 timeout_s: int = 90) -> tuple[int, str]:
+        assert version == self.cluster.distribution.version
         self.calls.append((action, dict(moves)))
         if action == "execute":
             for name, replicas in moves.items():
@@ -108,7 +110,8 @@ class Kafka:
             return 0, "Successfully started partition reassignments"
         return 0, "\n".join(f"Reassignment of partition {m} is completed." for m in moves)
 
-    def unregister(self, via: Node, node_id: int, timeout_s: int = 90) -> tuple[int, str]:
+    def unregister(self, via: Node, node_id: int, version: str, timeout_s: int = 90) -> tuple[int, str]:
+        assert version == self.cluster.distribution.version
         self.calls.append(("unregister", node_id))
         if self.refuse_unregister:
             return 1, "org.apache.kafka.common.errors.BrokerIdNotRegisteredException: Broker ID 4 is not currently registered"

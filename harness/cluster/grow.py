@@ -34,6 +34,19 @@ if TYPE_CHECKING:
 
 CLUSTER_TOOL = "org.apache.kafka.tools.ClusterTool"
 REASSIGN_TOOL = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+# Before 3.5 the same tools were Scala classes of the broker's jar (read in 3.3.2's jars: its
+# ClusterTool has `unregister`, calling Admin.unregisterBroker). KRaft itself starts at 3.3.
+OLD_CLUSTER_TOOL = "kafka.tools.ClusterTool"
+OLD_REASSIGN_TOOL = "kafka.admin.ReassignPartitionsCommand"
+OLDEST = "3.3"
+
+
+def cluster_tool(version: str) -> str:
+    return CLUSTER_TOOL if at_least(version, "3.5") else OLD_CLUSTER_TOOL
+
+
+def reassign_tool(version: str) -> str:
+    return REASSIGN_TOOL if at_least(version, "3.5") else OLD_REASSIGN_TOOL
 PLAN_FILE = f"{NODE_DIR}/membership-reassign.json"
 
 
@@ -47,8 +60,8 @@ def refuse_growth(cluster: Any) -> str | None:
     if not getattr(cluster, "is_kraft", False):
         return "adding or unregistering a broker is built for KRaft clusters only"
     version = cluster.distribution.version
-    if not at_least(version, "3.5"):
-        return f"Kafka {version}: the harness runs the reassignment and cluster tools from 3.5 on"
+    if not at_least(version, OLDEST):
+        return f"Kafka {version}: adding or unregistering a broker needs KRaft, {OLDEST} or later"
     return None
 
 
@@ -112,13 +125,15 @@ def retire(cluster: Any, node: Node) -> None:
     node.remove()
 
 
-def unregister(via: Node, node_id: int, timeout_s: int = 90) -> tuple[int, str]:
-    """`kafka-cluster unregister --id node_id`, run in `via` (a live broker) against its own listener:
-    the controller forgets the broker's registration. (exit code, Kafka's output)."""
-    return run_tool(via, CLUSTER_TOOL, f"unregister --bootstrap-server {via.hostname}:{INTERNAL_PORT} --id {int(node_id)}", timeout_s)
+def unregister(via: Node, node_id: int, version: str, timeout_s: int = 90) -> tuple[int, str]:
+    """`kafka-cluster unregister --id node_id`, run in `via` (a live broker) against its own listener
+    with the cluster's `version` of the tool: the controller forgets the broker's registration.
+    (exit code, Kafka's output)."""
+    return run_tool(via, cluster_tool(version), f"unregister --bootstrap-server {via.hostname}:{INTERNAL_PORT} --id {int(node_id)}", timeout_s)
 
 
-def reassign(via: Node, moves: dict[str, list[int]], action: str = "execute", timeout_s: int = 90) -> tuple[int, str]:
+def reassign(via: Node, moves: dict[str, list[int]], version: str, action: str = "execute",
+             timeout_s: int = 90) -> tuple[int, str]:
     """ReassignPartitionsCommand for many partitions at once ("topic-p" -> its new replica list): `action`
     execute, verify or cancel, run in `via` (a live broker). (exit code, Kafka's output)."""
     partitions = []
@@ -126,7 +141,7 @@ def reassign(via: Node, moves: dict[str, list[int]], action: str = "execute", ti
         topic, partition = name.rsplit("-", 1)
         partitions.append({"topic": topic, "partition": int(partition), "replicas": [int(r) for r in replicas]})
     via.exec(f"cat > {PLAN_FILE} <<'EOF'\n{json.dumps({'version': 1, 'partitions': partitions})}\nEOF")
-    return run_tool(via, REASSIGN_TOOL, f"--bootstrap-server {via.hostname}:{INTERNAL_PORT} --reassignment-json-file {PLAN_FILE} "
+    return run_tool(via, reassign_tool(version), f"--bootstrap-server {via.hostname}:{INTERNAL_PORT} --reassignment-json-file {PLAN_FILE} "
                                         f"--{action}", timeout_s)
 
 
@@ -170,12 +185,12 @@ def moves_off(topics: dict[str, dict[int, dict[str, Any]]], gone: set[int], live
     return moves, stuck
 
 
-def wait_reassigned(via: Any, moves: dict[str, list[int]], timeout_s: float, stopping: Any = None,
+def wait_reassigned(via: Any, moves: dict[str, list[int]], version: str, timeout_s: float, stopping: Any = None,
                     every_s: float = 2.0) -> dict[str, Any]:
     """Verify (each a JVM) until Kafka says every move is done, bounded; how it ended."""
     began, answer = time.monotonic(), ""
     while time.monotonic() - began < timeout_s and not (stopping is not None and stopping.is_set()):
-        code, out = reassign(via(), moves, "verify")
+        code, out = reassign(via(), moves, version, "verify")
         answer = " ".join(out.split())[-300:]
         if code == 0 and reassigned(out):
             return {"complete": True, "waited_s": round(time.monotonic() - began, 2)}
