@@ -77,3 +77,4 @@ def test_a_client_thread_that_meets_one_records_it():
     threads.join(5.0)
     assert len(threads.errors) == 1 and threads.errors[0].startswith("producer-0: KafkaError:")
     assert "_FENCED" in threads.errors[0]
+

@@ -328,3 +328,18 @@ def test_a_client_that_cannot_start_gets_a_hint_that_fits_its_error(error, says)
         threads.wait_ready(10, on_failure=lambda: stopped.append(True))
     assert says in refused.value.hint and stopped == [True]
     assert name in str(refused.value)
+
+
+def test_a_thread_still_in_a_call_when_the_stop_s_wait_ends_is_stuck_not_dead():
+    import threading
+
+    from workloads.threads import ClientThreads
+
+    threads, release = ClientThreads(), threading.Event()
+    threads.spawn("producer-1", lambda _: release.wait(10), None)
+    threads.join(0.3)
+    try:
+        assert threads.errors == []
+        assert threads.stuck == ["producer-1: still inside a client call 0 s after the stop"]
+    finally:
+        release.set()

@@ -100,6 +100,10 @@ class EosWorkload:
         return self.threads.errors
 
     @property
+    def stuck(self) -> list[str]:
+        return self.threads.stuck
+
+    @property
     def topics(self) -> tuple[str, ...]:
         return (self.topic, self.output_topic)  # the run creates the output topic like the input
 

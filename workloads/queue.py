@@ -62,6 +62,11 @@ class QueueWorkload:
         return self.threads.errors
 
     @property
+    def stuck(self) -> list[str]:
+        """Worker threads still inside a client call when the stop's wait ended (threads.py)."""
+        return self.threads.stuck
+
+    @property
     def topics(self) -> tuple[str, ...]:
         """Every topic this workload needs, its own first (workloads/registry.py)."""
         return (self.topic,)

@@ -25,6 +25,7 @@ from workloads import drivers
 class Workload(Protocol):
     name: str
     errors: list[str]
+    stuck: list[str]  # threads still inside a client call when the stop's wait ended (never errors)
 
     @property
     def topics(self) -> tuple[str, ...]: ...

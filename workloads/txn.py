@@ -51,6 +51,10 @@ class TxnWorkload:
         return self.threads.errors
 
     @property
+    def stuck(self) -> list[str]:
+        return self.threads.stuck
+
+    @property
     def topics(self) -> tuple[str, ...]:
         return (self.topic,)
 

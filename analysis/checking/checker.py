@@ -181,6 +181,10 @@ def judge(run_dir: Path, record: RunRecord, history: History, counted: Counted, 
     judged.refused = truncation_refusals(run_dir)  # evidence beside the verdict, never a verdict of its own
     if judged.refused:
         v.reasons = [*v.reasons, judged.refused["sentence"]]
+    if record.stuck_workers:  # not dead (workloads/threads.py): their last operation is unresolved, as any unknown one
+        v.reasons = [*v.reasons, f"{len(record.stuck_workers)} client thread(s) were still inside a client call when the "
+                                 f"run stopped its clients ({record.stuck_workers[0]}); the operation each was in stays "
+                                 "unresolved, an unknown outcome, not a failure"]
     gone = record.unresponsive  # harness/cluster/watch.py: the brokers, not the harness
     if gone is not None:
         v.reasons = [*v.reasons, f"the brokers stopped answering at {gone.at_s} s ({gone.reason}); the workload "

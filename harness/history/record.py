@@ -171,6 +171,7 @@ class RunRecord:
     drain: Drain | None = None
     heal: Heal | None = None
     worker_errors: tuple[str, ...] | None = None
+    stuck_workers: tuple[str, ...] | None = None  # still inside a client call when the stop's wait ended
     unresponsive: Unresponsive | None = None
     replicas: dict[str, Any] | None = None  # the replica comparison's summary (harness/run/steps.py)
     counts: dict[str, int] = field(default_factory=dict)  # history events by type
@@ -323,7 +324,7 @@ def upgrade(data: Mapping[str, Any]) -> RunRecord:
         power_writeback_s=r.number("power_writeback_s"), topic=r.text("topic"), nemesis=r.names("nemesis"),
         nemesis_config=_nemesis(r.inner("nemesis_config")), replay_of=r.text("replay_of"),
         command_line=r.text("command_line"), drain=_drain(r.inner("drain")), heal=_heal(r.inner("heal")),
-        worker_errors=r.names("worker_errors"), unresponsive=_unresponsive(r.inner("unresponsive")),
+        worker_errors=r.names("worker_errors"), stuck_workers=r.names("stuck_workers"), unresponsive=_unresponsive(r.inner("unresponsive")),
         replicas=r.mapping("replicas"), counts=r.mapping("counts") or {}, seconds=_steps(r.inner("seconds"), Seconds),
         phases_s=_steps(r.inner("phases_s"), Phases), scenario=r.mapping("scenario"), broker_config=r.mapping("broker_config"),
         topic_config=r.mapping("topic_config"), lossy_data=r.flag("lossy_data"),
