@@ -67,10 +67,10 @@ KEEP = ("__cluster_metadata-0", "meta.properties", "bootstrap.checkpoint")
 
 
 def _tail(text: str, n: int = 600) -> str:
-    """Kafka's answer without Java stack frames, and without the reassignment tool's JSON echo of the
-    assignment before the move (the moves are recorded beside it)."""
+    """Kafka's answer without Java stack frames, log4j 1's warnings (3.x tools) or the reassignment
+    tool's JSON echo of the assignment before the move (the moves are recorded beside it)."""
     kept = [line.strip() for line in text.splitlines()
-            if line.strip() and not line.strip().startswith(("at ", "... ", "{", "Current partition replica assignment", "Save this to use"))]
+            if line.strip() and not line.strip().startswith(("at ", "... ", "{", "log4j:", "Current partition replica assignment", "Save this to use"))]
     return " ".join(" ".join(kept).split())[-n:]
 
 
