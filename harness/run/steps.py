@@ -301,7 +301,7 @@ class RunSteps:
         self.record["drain"] = watched(watch, workload, lambda: workload.drain(self.drain_timeout_s).as_json())
         self.seconds["drain"] = time.monotonic() - began
         self.record["worker_errors"] = workload.errors
-        self.record["stuck_workers"] = list(getattr(workload, "stuck", []))
+        self.record["stuck_workers"] = list(workload.stuck)
 
     def compare_replicas(self) -> None:
         if not self.config.compare_replicas or self.watch.unresponsive is not None:
