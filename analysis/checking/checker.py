@@ -33,7 +33,7 @@ from analysis.checking.lag import summary as realtime_lag
 from analysis.checking import unavailability
 from harness.history.faults import BY_START
 from analysis.explain.producer_evidence import duplicate_hint, match_duplicates, out_of_order_sequences
-from analysis.rules.registry import ANOMALIES, REGISTRY
+from analysis.rules.registry import ANOMALIES, BY_NAME, REGISTRY
 from analysis.checking.results_file import RESULTS, history_fingerprint, probe_writable, retire, write_results
 from analysis.rules.verdict import Verdict, decide, headline
 from harness.errors import HarnessError
@@ -128,6 +128,10 @@ def count(d: A.Derived, findings: dict[str, DataFrame], record: RunRecord) -> Co
             union = union.unionAll(findings[a.name].select(F.lit(a.name).alias("anomaly")))
     found = {r["anomaly"]: r["count"] for r in union.groupBy("anomaly").count().collect()}
     found["poll-skip"] = findings["poll-skip"].count()
+    if not d.has_txns() and found.get("duplicate"):
+        d.flags["duplicates"] = True  # a value on two keys can close a ww cycle (cycles.possible)
+        findings["G0"] = FINDERS[BY_NAME["G0"]](d, None)  # built again: the first saw no cycle possible
+        found["G0"] = findings["G0"].count()
     # A G1c that only a ww edge closes is permitted (analysis/rules/permissions.py): count the rest.
     g1c_wr_only = findings["G1c"].filter("wr_only").count() if found.get("G1c") else 0
     counts = {name: int(found.get(name, 0)) for name in ANOMALIES}

@@ -223,13 +223,20 @@ def _int(x) -> int | None:
     return None if x is None or pd.isna(x) else int(x)
 
 
+def possible(d: Derived) -> bool:
+    """Whether the ww edges can close a cycle. With txns they can. Without, every writer wrote one
+    value to one key, so each key's ww edges make one path and no wr edge is built; a cycle then
+    needs a value observed on two keys, a duplicate, which the count job finds first
+    (flags["duplicates"]). Hypothesis found such a history: one value at offset 0 of key 0 and
+    offset 1 of key 1, another at offset 0 of both, so the two keys' paths ran opposite ways."""
+    return d.has_txns() or d.flags.get("duplicates", False)
+
+
 def components(d: Derived) -> DataFrame:
     """Every G0 and G1c component (kind, size, nodes, cycle, edges, wr_only), computed once per
     Derived and kept on local disk: G0, G1c and their examples read it."""
     cached = d.cache.get("cycles")
-    if cached is None and not d.has_txns():
-        # Without txns every writer wrote one value to one key: the ww edges form one path per
-        # key, and readers have no edge out, so there is no cycle to look for.
+    if cached is None and not possible(d):
         return d.events.sparkSession.createDataFrame([], SCC_SCHEMA)
     if cached is None:
         # Many small segments: one pandas call per partition, not per segment (applyInPandas

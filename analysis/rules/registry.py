@@ -29,7 +29,8 @@ class Anomaly:
     example_order: tuple[str, ...]  # the columns examples are sorted by
     # Only ops of several records (txns) can show it. A history without a txn holds none, and the
     # count job leaves its finder out rather than plan it (on a 2M-event history of sends and
-    # polls, counting them took 0.3-4.9 s each, mostly planning, for 0).
+    # polls, counting them took 0.3-4.9 s each, mostly planning, for 0). One exception: a value
+    # observed on two keys can close a G0 without a txn, and the checker then counts G0 too.
     txns_only: bool = False
 
 

@@ -43,6 +43,7 @@ def test_each_injection_is_found_exactly(spark, tmp_path_factory, anomaly):
 @settings(max_examples=3, **SETTINGS)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12))
 @example(seed=14, n=10)  # once emptied a poll and then picked from it (a generator bug, now fixed)
+@example(seed=4950, n=5)  # no txn, a value on two keys: a G0 that Spark once skipped (cycles.possible)
 def test_spark_and_reference_agree_on_corrupted_histories(spark, tmp_path_factory, seed, n):
     events = mutate(valid_history(seed, keys=2, steps=80), seed, n).events
     assert spark_counts(spark, tmp_path_factory, events) == reference.counts(events)
