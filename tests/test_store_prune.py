@@ -126,3 +126,4 @@ def test_the_parquet_twin_is_written_in_row_groups_bounded_by_bytes_with_every_e
     meta = pq.ParquetFile(tmp_path / "history.parquet").metadata
     assert meta.num_row_groups == 6 and meta.num_rows == 30
     assert files.read_parquet_events(tmp_path / "history.parquet") == read_history(jsonl)
+    assert read_history(tmp_path / "history.parquet") == read_history(jsonl)  # named itself, read as Parquet

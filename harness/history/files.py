@@ -30,8 +30,11 @@ def write_json(path: Path | str, data: Any, sort_keys: bool = True, indent: int 
 def read_history(path: Path | str) -> list[dict[str, Any]]:
     """Events of a history file. An incomplete last line (a SIGKILL mid-write) is dropped; any other
     bad line raises. A checked run keeps only its Parquet twin (compact_history): asked for its
-    history.jsonl, the events are read from history.parquet, as the JSON Lines held them."""
+    history.jsonl, the events are read from history.parquet, as the JSON Lines held them; so they
+    are when the Parquet file itself is named (it is no JSON: read as lines, it failed to decode)."""
     path = Path(path)
+    if path.suffix == ".parquet":
+        return read_parquet_events(path)
     if not path.exists() and path.suffix == ".jsonl" and path.with_suffix(".parquet").exists():
         return read_parquet_events(path.with_suffix(".parquet"))
     return list(_events(path))
