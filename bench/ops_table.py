@@ -6,8 +6,9 @@ write during an operation's band, and the anomalies found.
 
 A SOURCE is a store (each run's record, harness/history/record.py, and results.json) or a ledger
 file that --ledger wrote (bench/results/*.jsonl: the store is not in git, so a table that spans
-sessions is made from their ledgers). A run without results.json is counted as FAILED (with its
-FAILED file's first line) or unchecked. Replays are left out of the seeds (they repeat a seed).
+sessions is made from their ledgers). A run with a FAILED file is counted as FAILED (with that file's
+first line); one with neither results.json nor FAILED (still running, or never checked) is listed
+as unchecked and is no seed of its row. Replays are left out of the seeds (they repeat a seed).
 
 --ledger prints one JSON line per run of the stores given.
 """
@@ -71,7 +72,8 @@ def lines_of(source: Path) -> list[dict[str, Any]]:
 def rows(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The table's rows: one per (version, packages, variant, workload), replays left out."""
     groups: dict[tuple[str, str, str, str], dict] = defaultdict(lambda: {"seeds": [], "valid": 0, "invalid": 0, "unknown": 0,
-                                                                        "failed": [], "no_write": [], "findings": {}})
+                                                                        "failed": [], "no_write": [], "findings": {},
+                                                                        "unchecked": []})
     for line in lines:
         if line.get("replay_of"):
             continue
@@ -80,8 +82,11 @@ def rows(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
             version = f"{version}→{line['upgrade_to']}"
         key = (version, "+".join(sorted(line.get("nemesis") or [])) or "none", line.get("variant") or "", line.get("workload") or "?")
         g = groups[key]
+        if not line.get("failed") and not line.get("verdict"):
+            g["unchecked"].append(line["run"])  # still running, or never checked: no seed of the row yet
+            continue
         g["seeds"].append(line.get("seed"))
-        if line.get("failed") or not line.get("verdict"):
+        if line.get("failed"):
             g["failed"].append(f"{line['run']}: {line.get('failed_why') or ('FAILED' if line.get('failed') else 'not checked')}")
             continue
         g[line["verdict"]] = g.get(line["verdict"], 0) + 1
@@ -102,7 +107,8 @@ def rows(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "valid": g["valid"], "invalid": g["invalid"], "unknown": g["unknown"], "failed": len(g["failed"]),
                     "failed_why": g["failed"], "longest_no_write_s": worst[0] if worst else None,
                     "longest_in": worst[1] if worst else None,
-                    "findings": ", ".join(f"{k} {v}" for k, v in g["findings"].items()) or "none"})
+                    "findings": ", ".join(f"{k} {v}" for k, v in g["findings"].items()) or "none",
+                    "unchecked": g["unchecked"]})
     return out
 
 
