@@ -21,6 +21,7 @@ from harness.cluster import new_run_id
 from harness.errors import HarnessError
 from harness.history import FORMAT_VERSION, write_json
 from harness.history.record import write_record
+from harness.run.librdkafka_log import LibrdkafkaLog
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class RunDirectory:
         self.record.update(history_format=FORMAT_VERSION, run_id=self.run_id, status="running")  # the record's version: write_record
         self.write_config()
         self._stack.__enter__()
+        self._stack.enter_context(LibrdkafkaLog(self.path / "librdkafka.log"))  # closed last: every client is gone by then
         return self
 
     def own(self, resource: T) -> T:
