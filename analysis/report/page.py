@@ -202,7 +202,8 @@ def _files(run_dir: Path) -> list[dict[str, Any]]:
                 if (b / name).is_file():
                     out.append({"group": f"broker {b.name}", "href": f"brokers/{b.name}/{name}", "name": name,
                                 "size": (b / name).stat().st_size})
-    for name in ("results.json", "config.json", "cluster.json", "history.jsonl", "history.parquet", "FAILED"):
+    for name in ("results.json", "config.json", "cluster.json", "history.jsonl", "history.parquet", "librdkafka.log",
+                 "client.log", "FAILED"):
         if (run_dir / name).is_file():
             out.append({"group": "run", "href": name, "name": name, "size": (run_dir / name).stat().st_size})
     return out

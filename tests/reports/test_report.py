@@ -51,6 +51,14 @@ def test_unchecked_run_says_so(store: Path) -> None:
     assert "not checked yet" in own and "python -m analysis check" in own
 
 
+def test_the_clients_own_log_is_linked_when_the_run_kept_one(tmp_path: Path, store: Path) -> None:
+    d = tmp_path / "run"
+    shutil.copytree(run_of(store, "lost-write"), d)
+    assert 'href="librdkafka.log"' not in _own_markup(render_report(d).read_text())
+    (d / "librdkafka.log").write_text("2026-11-27 02:17:31,606 librdkafka.producer CRITICAL: FATAL ... fenced\n")
+    assert 'href="librdkafka.log"' in _own_markup(render_report(d).read_text())
+
+
 def test_missing_history_and_config_still_render(tmp_path: Path, store: Path) -> None:
     d = tmp_path / "bare"
     d.mkdir()
