@@ -20,7 +20,9 @@ Each start takes one partition of the workload topic and, on seeded coins:
 The band is `reassign` ... `reassigned`; the end event holds each tool run's answer, whether the
 reassignment completed within its wait (90 s per step), and how long it took. A refused move is
 recorded with Kafka's answer; it is not a harness failure. The heal cancels a reassignment still in
-flight (`--cancel`, which also removes its throttle) and starts a broker the package killed.
+flight (`--cancel`, which also removes its throttle), moves a partition that a cut-short shrink left
+on one replica back to its original list (`restored` in the heal event), and starts a broker the
+package killed.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ THROTTLES = ("none", "throttled")
 KILLS = ("none", "kill")
 THROTTLE_BPS = 100_000
 WAIT_S = 90.0
+RESTORE_WAIT_S = 60.0  # the heal's grow-back: its general ISR wait (up to 120 s) follows
 RESTART_AFTER_S = (2.0, 8.0)
 
 
@@ -65,6 +68,7 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
                 raise HarnessError(f"{flag} {','.join(given) or '(empty)'}: unknown or empty", hint=f"use any of: {', '.join(known)}")
         self.moves, self.throttles, self.kills = tuple(moves), tuple(throttles), tuple(kills)
         self.in_flight: dict[str, Any] | None = None  # the move submitted and not verified done
+        self.owed: dict[str, Any] | None = None  # a grow-back the fault phase's end cut off: the heal's to do
         self.init_kill_in_flight()
 
     @property
@@ -139,6 +143,9 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
         if plan["move"] == "reorder" and done and done[-1]["exit"] == 0:
             accepted, answer = leadership.elect_preferred(self.cluster, self.version, topic, int(partition))
             done[-1]["election"] = answer[-300:]
+        if done and len(done) < len(plan["steps"]) and done[-1]["exit"] == 0:
+            # The fault phase ended between a shrink and its grow-back: the heal puts the replicas back.
+            self.owed = {"partition": plan["partition"], "ids": plan["steps"][-1]}
         self.await_restart(float(plan["restart_after_s"]))
         complete = bool(done) and all(s.get("complete") for s in done)
         self.record(REASSIGN.stop, {"targets": plan["targets"], "partition": plan["partition"], "steps": done,
@@ -188,8 +195,37 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
                 value["cancelled"] = {"partition": flight["partition"], "exit": code, "answer": _tail(out)}
             except (HarnessError, ValueError) as exc:
                 value["cancelled"] = {"partition": flight["partition"], "error": str(exc)[:300]}
+        if self.owed is not None:
+            owed, self.owed = self.owed, None
+            value["restored"] = self.restore(owed)
+        if "cancelled" in value or "restored" in value:
             self.record(REASSIGN.stop, {**value, "step": "heal"})
         return value
+
+    def restore(self, owed: dict[str, Any]) -> dict[str, Any]:
+        """Move a partition that a cut-short shrink left on one replica back to its original list,
+        and verify (bounded: the fault phase's stop no longer ends this wait). A 4.4.0 run left
+        queue-5 on one replica, then leaderless, through its drain (20261127T022341-3dc2f3): the
+        drain saw no whole cluster. Kafka's answer is recorded either way."""
+        topic, partition = owed["partition"].rsplit("-", 1)
+        out: dict[str, Any] = {"partition": owed["partition"], "replicas": owed["ids"]}
+        try:
+            code, answer = leadership.reassign(self.cluster, self.version, topic, int(partition), owed["ids"],
+                                               self.live_broker(set()), "execute")
+            out.update(exit=code, answer=_tail(answer))
+            began, out["complete"] = time.monotonic(), False
+            while code == 0 and time.monotonic() - began < RESTORE_WAIT_S:
+                vcode, verified = leadership.reassign(self.cluster, self.version, topic, int(partition), owed["ids"],
+                                                      self.live_broker(set()), "verify")
+                if vcode == 0 and "is complete" in verified and "still in progress" not in verified:
+                    out["complete"] = True
+                    break
+                out["verify"] = _tail(verified, 300)
+                time.sleep(self.poll_s)
+            out["waited_s"] = round(time.monotonic() - began, 2)
+        except (HarnessError, ValueError) as exc:
+            out["error"] = str(exc)[:300]
+        return out
 
 
 REASSIGN_MOVES = Setting("reassign_moves", MOVES, recorded="moves", choices=MOVES,

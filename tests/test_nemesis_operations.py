@@ -243,3 +243,32 @@ def test_the_heal_ends_a_steps_isr_wait_so_the_operation_is_in_the_executed_sche
     assert len(polls) == 3 and first["wait_ended_by"] == "heal" and first["isr_full"] is False
     assert first["lagging"] == {"queue-0": [3]}
     assert value["aborted"] is True and len(value["steps"]) == 1  # no node after the heal
+
+
+def test_a_shrink_whose_grow_back_the_fault_phase_cut_off_is_grown_back_by_the_heal(monkeypatch):
+    """A 4.4.0 run's fault phase ended between a shrink and its grow-back: queue-5 stayed on one
+    replica through the drain (20261127T022341-3dc2f3). The heal now puts the original list back."""
+    from nemesis.reassign import ReassignNemesis
+
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    calls: list[tuple[str, list[int]]] = []
+    nemesis = ReassignNemesis(("shrink",), ("none",), ("none",))
+
+    def tool(cluster, version, topic, partition, ids, via, action="execute", throttle_bps=None, timeout_s=90):
+        calls.append((action, list(ids)))
+        if action == "verify" and len(ids) == 1:
+            nemesis.stopping.set()  # the fault phase ends while the shrink is verified done
+        return 0, f"Reassignment of partition {topic}-{partition} is completed." if action == "verify" else "Successfully started"
+
+    monkeypatch.setattr("harness.cluster.leadership.reassign", tool)
+    cluster, recorder = Cluster(), Recorder()
+    cluster.distribution = type("D", (), {"version": "4.4.0"})()
+    nemesis.setup(cluster, recorder, "queue")
+    value = nemesis.invoke("start", {}, random.Random(3))
+    shrunk, back = value["steps"]
+    assert calls == [("execute", shrunk), ("verify", shrunk)]  # the grow-back never ran
+    healed = nemesis.teardown()
+    assert calls[2:] == [("execute", back), ("verify", back)] and back == [1, 2, 3]
+    assert healed["restored"]["complete"] is True and healed["restored"]["replicas"] == back
+    assert recorder.events[-1][0] == "reassigned" and recorder.events[-1][1]["step"] == "heal"
+    assert nemesis.teardown() == {"targets": []}  # owed once: a second heal does nothing
