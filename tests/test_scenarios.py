@@ -131,11 +131,12 @@ def test_scenario_list_names_every_scenario_and_why_some_cannot_run():
     found = scenarios()
     assert {"kip101-unclean-divergence", "kip279-fast-failover", "kip320-consumer-truncation",
             "kip101-hw-truncation", "kip101-power-loss-divergence", "kip966-last-replica-standing",
-            "kip966-last-replica-standing-elr-off"} <= set(found)
+            "kip966-last-replica-standing-elr-off", "kip966-shrink-stale-elr"} <= set(found)
     for s in found.values():
         assert s.runnable == (s.steps is not None)
         assert s.runnable or s.reason
-    assert all(found[n].lossy_data and found[n].runnable for n in found if n.startswith(("kip101-power", "kip966")))
+    assert all(found[n].lossy_data and found[n].runnable for n in found if n.startswith(("kip101-power", "kip966-last-replica")))
+    assert found["kip966-shrink-stale-elr"].needs_kraft and not found["kip966-shrink-stale-elr"].lossy_data  # a kill, no power cut
 
 
 def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -202,3 +203,20 @@ def test_hw_truncation_loses_the_acknowledged_record_only_before_kip_101(tmp_pat
         assert "Truncating log scenario-0 to offset 1" in a_log  # A, becoming C's follower, truncated m2 away
     else:
         assert "Follower scenario-0 starts at leader epoch 1 from offset 2" in a_log  # A kept m2
+
+
+def test_the_stale_elr_scenario_reads_kafka_topics_lines_and_names_what_is_not_a_replica():
+    """kafka-topics --describe as 4.4.0 printed it in the reproduction (2026-11-27)."""
+    from harness.scenarios.elr_scenarios import _shows, led, stale
+    from harness.scenarios.power_scenarios import parse_partition_line
+
+    shrunk = parse_partition_line("\tTopic: elr\tPartition: 0\tLeader: 3\tReplicas: 3\tIsr: 3\tElr: 1,2\tLastKnownElr: ")
+    assert stale(shrunk) == [1, 2] and led(shrunk)
+    control = parse_partition_line("\tTopic: ctl\tPartition: 0\tLeader: 3\tReplicas: 3\tIsr: 3\tElr: \tLastKnownElr: ")
+    assert stale(control) == [] and led(control)
+    offline = parse_partition_line("\tTopic: elr\tPartition: 0\tLeader: none\tReplicas: 3\tIsr: \tElr: 1,2\tLastKnownElr: 3")
+    assert not led(offline)
+    seen = {"stale_elr_after_shrink": [1, 2], "control_leader_after_B_back": True, "leader_after_B_back": False}
+    assert _shows({"observations": seen})
+    assert not _shows({"observations": {**seen, "leader_after_B_back": True}})  # a fixed Kafka: both come back
+    assert not _shows({"observations": {**seen, "control_leader_after_B_back": False}})  # no control: no claim

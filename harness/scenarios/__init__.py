@@ -57,11 +57,12 @@ class Scenario:
 
 
 def scenarios() -> dict[str, Scenario]:
+    from harness.scenarios.elr_scenarios import ELR_SCENARIOS
     from harness.scenarios.library import SCENARIOS
     from harness.scenarios.power_scenarios import POWER_SCENARIOS
     from harness.scenarios.txn_scenarios import TXN_SCENARIOS
 
-    return {s.name: s for s in SCENARIOS + POWER_SCENARIOS + TXN_SCENARIOS}
+    return {s.name: s for s in SCENARIOS + POWER_SCENARIOS + ELR_SCENARIOS + TXN_SCENARIOS}
 
 
 def get_scenario(name: str) -> Scenario:
