@@ -220,3 +220,20 @@ def test_the_stale_elr_scenario_reads_kafka_topics_lines_and_names_what_is_not_a
     assert _shows({"observations": seen})
     assert not _shows({"observations": {**seen, "leader_after_B_back": True}})  # a fixed Kafka: both come back
     assert not _shows({"observations": {**seen, "control_leader_after_B_back": False}})  # no control: no claim
+
+
+@pytest.mark.docker
+@pytest.mark.chaos
+def test_the_stale_elr_scenario_runs_and_its_control_comes_back(tmp_path):
+    """Nightly (~3 min): kip966-shrink-stale-elr on the default Kafka. The control topic (one replica
+    on B from the start) must be led again after B's restart, or the scenario proves nothing; whether
+    the shrunk partition stays leaderless (the finding, 4.4.0 on 2026-11-27) is the run's to report."""
+    out = _cli("run", "kip966-shrink-stale-elr", "--store", str(tmp_path), "--no-check", timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    run_dir = next(p for p in tmp_path.iterdir() if (p / "scenario.json").exists())
+    s = json.loads((run_dir / "scenario.json").read_text())
+    assert s["status"] == "completed", s["incomplete_reason"]
+    o = s["observations"]
+    assert o["control_leader_after_B_back"], o["control_after_B_back"]
+    assert o["partition_after_shrink"]["Replicas"] == str(s["roles"]["B"])
+    assert s["headline"]["lost"] == 0 and s["bug_shown"] == (bool(o["stale_elr_after_shrink"]) and not o["leader_after_B_back"])
