@@ -143,7 +143,7 @@ def test_report_meanings_come_from_the_registry(tmp_path: Path, monkeypatch: pyt
 
 
 # Public functions over derive()'s tables in the txn modules that are not finders: shared steps.
-TXN_HELPERS = {"txn_anomalies": {"observed_values"}, "cycles": {"writers", "edges", "components"},
+TXN_HELPERS = {"txn_anomalies": {"observed_values"}, "cycles": {"writers", "edges", "components", "possible"},
                "eos_anomalies": {"position_edges"}}
 
 
