@@ -78,3 +78,23 @@ def test_a_client_thread_that_meets_one_records_it():
     assert len(threads.errors) == 1 and threads.errors[0].startswith("producer-0: KafkaError:")
     assert "_FENCED" in threads.errors[0]
 
+
+
+def test_it_is_recorded_even_when_logging_it_fails():
+    """A handler whose stream fails makes logging print the failure with its context, the raised
+    object, which has no __traceback__: logging itself raised. The entry is made before the log line."""
+    import logging
+
+    class Broken(logging.Handler):
+        def emit(self, record):
+            raise ValueError("I/O operation on closed file.")
+
+    broken = Broken()
+    logging.getLogger().addHandler(broken)
+    try:
+        threads = ClientThreads()
+        threads.spawn("producer-0", lambda _: raise_as_it_is(), None)
+        threads.join(5.0)
+    finally:
+        logging.getLogger().removeHandler(broken)
+    assert len(threads.errors) == 1 and "_FENCED" in threads.errors[0]

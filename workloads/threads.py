@@ -46,15 +46,21 @@ class ClientThreads:
                 log.warning("%s stopped: the history was closed before it finished; its unresolved "
                             "operations stay uncompleted (unknown)", name)
             except Exception as exc:  # recorded for the run, never silently lost
-                log.exception("%s died", name)
-                self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+                self.errors.append(f"{name}: {type(exc).__name__}: {exc}")  # first: the log line below can fail
                 self._causes.append(exc)
+                log.exception("%s died", name)
             except BaseException:  # SystemExit and the like end the thread as before
                 raise
             except:  # noqa: E722 - an object raised that is no exception (a C extension's): still recorded
                 raised = sys.exc_info()[1]
-                log.error("%s died: it raised %r, which is no exception", name, raised)
                 self.errors.append(f"{name}: {type(raised).__name__}: {raised}")
+                # A logging handler that fails while this object is being handled prints the failure's
+                # context, and the object has no __traceback__: logging itself raised, the thread died
+                # and the entry above was never made (a test's closed stream showed it, 2026-11-27).
+                try:
+                    log.error("%s died: it raised %r, which is no exception", name, raised)
+                except Exception:
+                    pass
             finally:
                 ready.set()
 
