@@ -25,7 +25,7 @@ from harness.cluster.node import Node
 from harness.scenarios import Scenario
 from harness.scenarios.context import ScenarioContext
 from harness.scenarios.library import _wait_hw
-from harness.scenarios.power_scenarios import FENCE_WAIT_S, STANDING_TOPIC, _tool_main, features, log_lines, parse_partition_line
+from harness.scenarios.power_scenarios import FENCE_WAIT_S, STANDING_TOPIC, _tool_main, describe_partition, features, log_lines
 from nemesis import steps
 
 CONTROL = "control"  # one replica on B from its creation: its ELR never held A or C
@@ -33,11 +33,7 @@ BACK_WAIT_S = 120.0  # after B's restart; the control's leader came back within 
 
 
 def describe(ctx: ScenarioContext, topic: str, what: str, via: Node) -> dict[str, str]:
-    """kafka-topics --describe of partition 0 of `topic` (Leader, Replicas, Isr, Elr, LastKnownElr)."""
-    code, out = ctx.tool(via, _tool_main(ctx, "TopicCommand"), f"--bootstrap-server {via.hostname}:9092 --describe --topic {topic}")
-    fields = parse_partition_line(out)
-    ctx.step(f"describe {topic}: {what}", exit_code=code, partition=fields, output=out.strip()[-300:] if not fields else None)
-    return fields
+    return describe_partition(ctx, what, via=via, topic=topic)
 
 
 def _ids(field: str | None) -> list[int]:

@@ -175,13 +175,15 @@ def parse_features(out: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"Feature:\s*(\S+)[^\n]*?FinalizedVersionLevel:\s*(-?\d+)(?=\s|$)", out)}
 
 
-def describe_partition(ctx: ScenarioContext, what: str, via: Node | None = None) -> dict[str, str]:
-    """kafka-topics --describe (DescribeTopicPartitions from 3.8: it shows Elr and LastKnownElr),
-    run inside and against `via` (default C), which must reach the controller."""
-    via = via or ctx.C
-    code, out = ctx.tool(via, _tool_main(ctx, "TopicCommand"), f"--bootstrap-server {via.hostname}:9092 --describe --topic {ctx.topic}")
+def describe_partition(ctx: ScenarioContext, what: str, via: Node | None = None, topic: str | None = None) -> dict[str, str]:
+    """kafka-topics --describe of partition 0 of `topic` (default the scenario's; DescribeTopicPartitions
+    from 3.8: it shows Elr and LastKnownElr), run inside and against `via` (default C), which must
+    reach the controller."""
+    via, topic = via or ctx.C, topic or ctx.topic
+    code, out = ctx.tool(via, _tool_main(ctx, "TopicCommand"), f"--bootstrap-server {via.hostname}:9092 --describe --topic {topic}")
     fields = parse_partition_line(out)
-    ctx.step(f"describe partition: {what}", exit_code=code, partition=fields, output=out.strip()[-300:] if not fields else None)
+    label = "partition" if topic == ctx.topic else topic
+    ctx.step(f"describe {label}: {what}", exit_code=code, partition=fields, output=out.strip()[-300:] if not fields else None)
     return fields
 
 
