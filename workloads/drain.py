@@ -61,24 +61,29 @@ def probe_high_watermarks(bootstrap: str, topic: str, partitions: Iterable[int],
     why (the client's error). Right after an election a new leader answers OFFSET_NOT_AVAILABLE
     until its high watermark catches up, and a partition may have no leader for a while, so those
     errors and the retriable ones are retried until `timeout_s` (shared by all partitions; each
-    gets at least one try)."""
+    gets at least one try). The partitions are asked in rounds, not one after the other: a 4.4.0 run
+    had one partition offline for good, its retries took the whole budget, and the next partition,
+    whose leader had just moved (NOT_LEADER_FOR_PARTITION), got one try and was left undrained
+    (20261127T031050-b76a73)."""
     driver = driver if driver is not None else drivers.make()
     probe = driver.consumer({"bootstrap.servers": bootstrap, "group.id": group_id}, report_eof=False)
     deadline = time.monotonic() + timeout_s
     high: dict[int, int] = {}
     failed: dict[int, str] = {}
+    pending = list(partitions)
     try:
-        for p in partitions:
-            while True:
+        while pending:
+            for p in list(pending):
                 try:
                     high[p] = probe.high_watermark(topic, p, 10)
-                    break
+                    pending.remove(p)
                 except ClientException as exc:
                     err = exc.error
                     if not (err.retriable or err.name in LEADERLESS) or time.monotonic() > deadline:
                         failed[p] = f"high watermark unavailable: {err.message} ({err.name})"
-                        break
-                    time.sleep(0.5)
+                        pending.remove(p)
+            if pending:
+                time.sleep(0.5)
         return high, failed
     finally:
         probe.close()
