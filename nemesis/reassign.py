@@ -162,10 +162,12 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
         step["killed"] = victim
         self.kill_for_a_while(node, restart_after_s)
 
-    def wait_done(self, topic: str, partition: int, ids: list[int], throttle: int | None) -> dict[str, Any]:
-        """Verify until the tool says the move is complete (removing the throttle), bounded."""
+    def wait_done(self, topic: str, partition: int, ids: list[int], throttle: int | None, wait_s: float = WAIT_S,
+                  heed_stop: bool = True) -> dict[str, Any]:
+        """Verify until the tool says the move is complete (removing the throttle), bounded by
+        `wait_s` and, with `heed_stop`, by the fault phase's end (the heal's own waits go on)."""
         began, answer = time.monotonic(), ""
-        while time.monotonic() - began < WAIT_S and not self.stopping.is_set():
+        while time.monotonic() - began < wait_s and not (heed_stop and self.stopping.is_set()):
             via = self.live_broker(exclude={self.killed} if self.killed is not None else set())
             code, out = leadership.reassign(self.cluster, self.version, topic, partition, ids, via, "verify", throttle)  # type: ignore[arg-type]
             answer = _tail(out, 300)
@@ -212,17 +214,9 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
         try:
             code, answer = leadership.reassign(self.cluster, self.version, topic, int(partition), owed["ids"],
                                                self.live_broker(set()), "execute")
-            out.update(exit=code, answer=_tail(answer))
-            began, out["complete"] = time.monotonic(), False
-            while code == 0 and time.monotonic() - began < RESTORE_WAIT_S:
-                vcode, verified = leadership.reassign(self.cluster, self.version, topic, int(partition), owed["ids"],
-                                                      self.live_broker(set()), "verify")
-                if vcode == 0 and "is complete" in verified and "still in progress" not in verified:
-                    out["complete"] = True
-                    break
-                out["verify"] = _tail(verified, 300)
-                time.sleep(self.poll_s)
-            out["waited_s"] = round(time.monotonic() - began, 2)
+            out.update(exit=code, answer=_tail(answer), complete=False)
+            if code == 0:
+                out.update(self.wait_done(topic, int(partition), owed["ids"], None, RESTORE_WAIT_S, heed_stop=False))
         except (HarnessError, ValueError) as exc:
             out["error"] = str(exc)[:300]
         return out

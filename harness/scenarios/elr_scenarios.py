@@ -21,7 +21,6 @@ import time
 from typing import Any
 
 from harness.cluster import grow
-from harness.cluster.node import Node
 from harness.scenarios import Scenario
 from harness.scenarios.context import ScenarioContext
 from harness.scenarios.library import _wait_hw
@@ -30,10 +29,6 @@ from nemesis import steps
 
 CONTROL = "control"  # one replica on B from its creation: its ELR never held A or C
 BACK_WAIT_S = 120.0  # after B's restart; the control's leader came back within 20 s (4.4.0, 2026-11-27)
-
-
-def describe(ctx: ScenarioContext, topic: str, what: str, via: Node) -> dict[str, str]:
-    return describe_partition(ctx, what, via=via, topic=topic)
 
 
 def _ids(field: str | None) -> list[int]:
@@ -68,24 +63,24 @@ def shrink_then_crash(ctx: ScenarioContext) -> dict[str, Any]:
     code, out = grow.reassign(C, {f"{ctx.topic}-0": [B.node_id]}, ctx.version)
     ctx.step(f"reassign {ctx.topic}-0 to [{ctx.name(B)}] (3 replicas to 1)", exit_code=code, output=out.strip()[-300:])
     ctx.wait_for("replicas [B], B leading", lambda s: bool(s) and s["leader"] == B.node_id and s["replicas"] == [B.node_id], 60)
-    shrunk = describe(ctx, ctx.topic, "after the shrink", C)
+    shrunk = describe_partition(ctx, "after the shrink", via=C, topic=ctx.topic)
     ctx.kill(B)                                           # an unclean shutdown of the only replica of both topics
     time.sleep(FENCE_WAIT_S)
     ctx.step(f"waited {FENCE_WAIT_S:g} s: the controller fences B (broker.session.timeout.ms, 9 s)")
-    down = describe(ctx, ctx.topic, "B down", C)
-    control_down = describe(ctx, CONTROL, "B down", C)
+    down = describe_partition(ctx, "B down", via=C, topic=ctx.topic)
+    control_down = describe_partition(ctx, "B down", via=C, topic=CONTROL)
     ctx.start(B)
-    began = time.monotonic()
-    polled = steps.poll(lambda: (describe(ctx, ctx.topic, "B back?", C), describe(ctx, CONTROL, "B back?", C)),
+    polled = steps.poll(lambda: (describe_partition(ctx, "B back?", via=C, topic=ctx.topic),
+                                 describe_partition(ctx, "B back?", via=C, topic=CONTROL)),
                         lambda both: led(both[0]) and led(both[1]), BACK_WAIT_S, 10.0)
     after, control_after = polled.value
-    ctx.step("waited for both leaders after B's restart", waited_s=round(time.monotonic() - began, 1),
+    ctx.step("waited for both leaders after B's restart", waited_s=round(polled.seconds, 1),
              topic_led=led(after), control_led=led(control_after))
     return {"features": levels, "partition_after_shrink": shrunk, "stale_elr_after_shrink": stale(shrunk),
             "partition_while_B_down": down, "control_while_B_down": control_down,
             "partition_after_B_back": after, "control_after_B_back": control_after,
             "leader_after_B_back": led(after), "control_leader_after_B_back": led(control_after),
-            "waited_s": round(time.monotonic() - began, 1), "log_lines": log_lines(ctx)}
+            "waited_s": round(polled.seconds, 1), "log_lines": log_lines(ctx)}
 
 
 def _shows(summary: dict[str, Any]) -> bool:
