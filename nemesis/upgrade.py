@@ -53,6 +53,7 @@ class UpgradeNemesis(RollNemesis):
         super().__init__(stops=("clean",), waits=("isr",))  # an operator's careful roll; roll.py draws the order
         self.downgraded = False  # the coin is tossed until one broker has been rolled back, once a run
         self.finalized = False
+        self.raised = False  # B's metadata.version finalized, though a later feature was refused (features.staged)
         self.switching: dict[int, str] = {}  # node id -> the version it ran before its run.env was rewritten
         self.anchor = 0.0  # when the upgrade in progress struck (time.monotonic())
         self.rolled: dict[str, Any] = {}  # roll's `rolled` of it, recorded as `upgraded` after the features
@@ -82,7 +83,7 @@ class UpgradeNemesis(RollNemesis):
         # Only in a start that moves nodes to B, before its finalize: once B's levels are finalized, A
         # cannot read the metadata (a 3.9.1 broker rolled back after metadata.version 4.4-IV2 was
         # finalized: run 20261126T054847-ed9129).
-        if back and plan and not self.finalized:
+        if back and plan and not (self.finalized or self.raised):
             plan.append({"who": who, "how": "clean", "wait": "isr", "pause_s": 0.0, "to": up.source.version, "downgrade": True})
         if not plan and self.finalized:
             return {"target": "all", "targets": [], "skipped": f"every node runs {target} and the features are finalized"}
@@ -138,6 +139,7 @@ class UpgradeNemesis(RollNemesis):
         result = features.finalize(self.upgrade, via, brokers)
         self.upgrade.features = result  # config.json's upgrade.features (harness/run/steps.py)
         self.finalized = not result.get("refused")
+        self.raised = self.raised or bool(result.get("metadata_finalized"))
         self.record(FEATURES.stop, {"targets": ids, **result, "took_s": round(time.monotonic() - began, 2)})
         return {**result, "after_s": at}
 

@@ -162,6 +162,12 @@ def test_a_later_start_upgrades_only_what_is_left_then_skips(tmp_path):
     for seed in range(8):  # never a roll-back once B's levels are finalized: A cannot read B's metadata
         assert "finalized" in nemesis.decide(None, random.Random(seed), {})["skipped"]
     assert "--upgrade-to" in made(FakeCluster(tmp_path / "bare", upgrade=False)).decide(None, random.Random(1), {})["skipped"]
+    # metadata.version raised but a later feature refused (features.staged): no roll-back either, and the
+    # finalize is asked again with nothing left to roll.
+    cluster.upgrade.use(cluster.node(3), "4.1.1")
+    nemesis.finalized, nemesis.raised, nemesis.downgraded = False, True, False
+    for seed in range(8):
+        assert not any(s.get("downgrade") for s in nemesis.decide(None, random.Random(seed), {})["steps"])
 
 
 class Recorded(list):
@@ -266,6 +272,60 @@ def test_the_levels_asked_for_are_b_s_above_the_finalized_ones():
     assert finalized == {"eligible.leader.replicas.version": "0", "metadata.version": "4.1-IV1", "transaction.version": "2"}
     assert features.wanted_levels(mapping, finalized) == {"metadata.version": 33, "eligible.leader.replicas.version": 1}
     assert features.release("4.4.0") == "4.4"
+
+
+class FakeFeatureCommand:
+    """Kafka's FeatureCommand as a rolling upgrade from 3.3.2 met it (20261127T023704-73c52b): brokers that
+    registered through the old controller lack transaction.version until metadata.version is raised and
+    they register again (`registers_after` asks later)."""
+
+    def __init__(self, registers_after: int) -> None:
+        self.asked: list[str] = []
+        self.registers_after = registers_after
+        self.mv = "3.3-IV3"
+
+    def __call__(self, via, bootstrap, args):
+        self.asked.append(args)
+        if args.startswith("version-mapping"):
+            return 0, MAPPING
+        if args == "describe":
+            return 0, f"Feature: metadata.version\tFinalizedVersionLevel: {self.mv}\tEpoch: 9\n"
+        refusal = "Invalid update version 2 for feature transaction.version. Broker 2 does not support this feature."
+        if "transaction.version" in args and self.mv == "3.3-IV3":
+            return 1, refusal
+        if "transaction.version" in args and self.registers_after > 0:
+            self.registers_after -= 1
+            return 1, refusal
+        if "metadata.version" in args:
+            self.mv = "4.4-IV2"
+        return 0, ""
+
+
+def test_a_finalize_refused_for_a_feature_a_broker_did_not_register_is_asked_in_stages(monkeypatch):
+    from harness.cluster.versions import Upgrade
+    up = Upgrade.__new__(Upgrade)
+    up.target = type("V", (), {"version": "4.4.0"})()
+    monkeypatch.setattr(features.time, "sleep", lambda s: None)
+    brokers = [type("B", (), {"node_id": 1, "hostname": "kafka-1"})()]
+    tool = FakeFeatureCommand(registers_after=1)
+    monkeypatch.setattr(features, "feature_tool", tool)
+    out = features.finalize(up, brokers[0], brokers)
+    assert not out.get("refused") and out["metadata_finalized"] and out["exit"] == 1  # the first, all-at-once answer kept
+    assert [a["exit"] for a in out["staged"]] == [0, 1, 0]  # metadata.version alone; the rest refused once, then accepted
+    assert out["staged"][0]["command"] == "upgrade --feature metadata.version=33"
+    assert out["staged"][1]["command"] == "upgrade --feature transaction.version=2 --feature eligible.leader.replicas.version=1"
+    assert "in 3 more requests" in __import__("analysis.report.page", fromlist=["x"]).upgrade_text(
+        {"from": "3.3.2", "to": "4.4.0", "nodes": {"1": "4.4.0"}, "features": out})
+    # Never registering again: the asks stop after len(RETRY_S) and Kafka's refusal is the result.
+    tool = FakeFeatureCommand(registers_after=99)
+    monkeypatch.setattr(features, "feature_tool", tool)
+    out = features.finalize(up, brokers[0], brokers)
+    assert out["refused"] and out["metadata_finalized"] and len(out["staged"]) == 1 + len(features.RETRY_S)
+    # Any other refusal (a broker rolled back to A) is the answer at once, asked once.
+    monkeypatch.setattr(features, "feature_tool", lambda via, b, args: (0, MAPPING) if args.startswith("version") else (
+        (0, "") if args == "describe" else (1, "Broker 3 only supports versions 1-7")))
+    out = features.finalize(up, brokers[0], brokers)
+    assert out["refused"] and "staged" not in out
 
 
 def test_the_report_says_each_node_s_version_and_kafka_s_answer():

@@ -162,9 +162,13 @@ def upgrade_text(upgrade: dict[str, Any]) -> str:
     if not feat or feat.get("dropped"):
         said = f"not finalized ({feat.get('dropped') or 'the upgrade did not reach that step'})"
     elif feat.get("refused"):
-        said = f"refused by Kafka (exit {feat.get('exit')}): {str(feat.get('answer') or '')[-300:]}"
+        last = (feat.get("staged") or [feat])[-1]
+        said = f"refused by Kafka (exit {last.get('exit')}): {str(last.get('answer') or '')[-300:]}"
     else:
         said = "finalized " + ", ".join(f"{k}={v}" for k, v in (feat.get("after") or {}).items() if k in (feat.get("wanted") or {}))
+    if feat.get("staged"):  # harness/cluster/features.py staged: metadata.version alone, then the rest
+        said += (f" (in {len(feat['staged'])} more requests, metadata.version alone first, after Kafka refused all at once: "
+                 f"{str(feat.get('answer') or '')[-200:]})")
     return f"{upgrade.get('from')} to {upgrade.get('to')}; after the heal {on or '?'}; features: {said}"
 
 

@@ -9,6 +9,7 @@ Kafka's FeatureCommand (`kafka-features`), run from the new version's jars insid
 from __future__ import annotations
 
 import re
+import time
 from typing import TYPE_CHECKING, Any
 
 from harness.cluster.broker_config import INTERNAL_PORT
@@ -21,6 +22,18 @@ if TYPE_CHECKING:
 FEATURE_COMMAND = "org.apache.kafka.tools.FeatureCommand"
 # The features a rolling upgrade finalizes (issue 36), where the new version has them.
 FINALIZED = ("metadata.version", "transaction.version", "eligible.leader.replicas.version")
+# Why a finalize is asked in two stages when the one request is refused for a feature a broker "does not
+# support": a broker on B that registered through a controller older than 3.9 (BrokerRegistrationRequest
+# below v4) leaves out of its registration every feature whose lowest level is 0 (KAFKA-17492), so the
+# controller knows it for metadata.version alone. From 3.3.2 to 4.4.0 (20261127T023704-73c52b) brokers 2
+# and 3 registered through 3.3.2's controller as `features=[metadata.version 7-33]`, broker 1 later through
+# 4.4.0's with all seven, and Kafka refused the finalize: "Invalid update version 2 for feature
+# transaction.version. Broker 2 does not support this feature." Raising metadata.version alone makes such a
+# broker register again (4.4.0's BrokerRegistrationTracker: when the new level supports log directories and
+# its registration lists none, which a registration through a controller older than 3.7 never does);
+# the other features are then asked again, a few times, while the brokers register.
+MISSING = "does not support this feature"
+RETRY_S = (3.0, 3.0, 5.0, 5.0)  # seconds before each new ask for the others: about 16 s, plus the tool's JVMs
 
 
 # --- features --------------------------------------------------------------------------------------
@@ -79,8 +92,32 @@ def finalize(upgrade: Upgrade, via: "Node", brokers: list["Node"]) -> dict[str, 
     args = "upgrade " + " ".join(f"--feature {name}={level}" for name, level in wanted.items())
     code, answer = feature_tool(via, bootstrap, args)
     out.update(command=args, exit=code, answer=answer.strip()[-1500:])
+    if code != 0 and MISSING in answer and "metadata.version" in wanted and len(wanted) > 1:
+        out["staged"] = staged(via, bootstrap, wanted)
+        out["metadata_finalized"] = out["staged"][0]["exit"] == 0
+        code = out["staged"][-1]["exit"]
     if code != 0:
         out["refused"] = True
     _, described = feature_tool(via, bootstrap, "describe")
     out["after"] = parse_describe(described)
     return out
+
+
+def staged(via: "Node", bootstrap: str, wanted: dict[str, int]) -> list[dict[str, Any]]:
+    """metadata.version alone, then the other wanted features, asked again up to len(RETRY_S) times while
+    Kafka still says a broker does not support one (see MISSING). Every ask is returned with Kafka's answer."""
+    def ask(args: str) -> dict[str, Any]:
+        code, answer = feature_tool(via, bootstrap, args)
+        return {"command": args, "exit": code, "answer": answer.strip()[-1500:], "at": round(time.monotonic() - began, 1)}
+
+    began = time.monotonic()
+    asks = [ask(f"upgrade --feature metadata.version={wanted['metadata.version']}")]
+    if asks[0]["exit"] != 0:
+        return asks
+    rest = "upgrade " + " ".join(f"--feature {name}={level}" for name, level in wanted.items() if name != "metadata.version")
+    for pause in RETRY_S:
+        time.sleep(pause)
+        asks.append(ask(rest))
+        if asks[-1]["exit"] == 0 or MISSING not in asks[-1]["answer"]:
+            break
+    return asks
