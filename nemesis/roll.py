@@ -96,17 +96,19 @@ class RollNemesis(Nemesis):
         self.record(ROLL.start, value)
         anchor = self.struck_at or time.monotonic()
         done: list[dict[str, Any]] = []
-        for step in plan["steps"]:
+        for i, step in enumerate(plan["steps"]):
             if self.stopping.is_set():
                 break
-            done.append(self.step(step, anchor))
+            later = plan["steps"][i + 1].get("after_s") if i + 1 < len(plan["steps"]) else None
+            done.append(self.step(step, anchor, until=None if later is None else anchor + float(later)))
         aborted = len(done) < len(plan["steps"])
         self.record(ROLL.stop, {"targets": plan["targets"], "steps": done, "aborted": aborted,
                                 "took_s": round(time.monotonic() - anchor, 2)})
         return {**value, "steps": done, "aborted": aborted}
 
-    def step(self, step: dict[str, Any], anchor: float) -> dict[str, Any]:
-        """Stop one node as the step says, start it again, then wait as it says; what happened."""
+    def step(self, step: dict[str, Any], anchor: float, until: float | None = None) -> dict[str, Any]:
+        """Stop one node as the step says, start it again, then wait as it says; what happened. `until`
+        (a replay: the next step's recorded moment, time.monotonic()) ends the ISR wait then."""
         assert self.cluster is not None
         node = self.cluster.node(int(step["who"]))
         look = self.observe(self.topic)  # its roles just before it goes down
@@ -134,13 +136,20 @@ class RollNemesis(Nemesis):
             # The heal ends the wait: it waits for full ISRs itself, and a wait that outlived its 60 s
             # join of the fault threads left the operation out of config.json's executed schedule, so a
             # replay could not repeat it (helper-13's upgrade run under kill,partition: an 84 s wait).
+            # A replay keeps the recorded moments: its wait ends when the next step is due, even with an
+            # ISR still short (recorded as `wait_ended_by: replay`), so the next node goes down on time,
+            # not when this cluster happens to catch up (a replay's roll steps came +7.3 s late at load ~15
+            # before, 2026-11-26).
+            bound = ISR_WAIT_S if until is None else max(0.0, min(ISR_WAIT_S, until - time.monotonic()))
             polled = steps.poll(lambda: under_replicated(self.cluster),
-                                lambda lagging: lagging == {} or self.stopping.is_set(), ISR_WAIT_S, self.poll_s)
+                                lambda lagging: lagging == {} or self.stopping.is_set(), bound, self.poll_s)
             done["isr_full"], done["waited_s"] = polled.value == {}, round(polled.seconds, 2)
             if polled.value != {}:
                 done["lagging"] = polled.value
                 if polled.ok:
                     done["wait_ended_by"] = "heal"
+                elif until is not None and bound < ISR_WAIT_S:
+                    done["wait_ended_by"] = "replay"
         else:
             time.sleep(float(step.get("pause_s") or 0.0))
         return done

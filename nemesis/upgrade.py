@@ -112,13 +112,13 @@ class UpgradeNemesis(RollNemesis):
                                    "took_s": round(time.monotonic() - self.anchor, 2)})
         return {**rolled, "finalize_after_s": None if feats is None else feats["after_s"]}
 
-    def step(self, step: dict[str, Any], anchor: float) -> dict[str, Any]:
+    def step(self, step: dict[str, Any], anchor: float, until: float | None = None) -> dict[str, Any]:
         """roll's step (stop clean, start, wait for the ISRs) with the node's next start on `to`'s jars."""
         assert self.cluster is not None and self.upgrade is not None
         node = self.cluster.node(int(step["who"]))
         self.switching[node.node_id] = self.switching.get(node.node_id) or self.upgrade.version_of(node)
         self.upgrade.use(node, step["to"])
-        done = super().step(step, anchor)
+        done = super().step(step, anchor, until)
         self.switching.pop(node.node_id, None)  # started (or left down for the heal, which starts it on `to`)
         if step.get("downgrade"):
             self.downgraded = True

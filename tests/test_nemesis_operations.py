@@ -115,6 +115,28 @@ def test_the_same_seed_rolls_the_same_way_and_a_replay_keeps_the_steps(monkeypat
     assert strip(replayed) == strip(a) and replayed.get("replay") == "recorded targets"
 
 
+def test_a_replay_ends_the_isr_wait_when_the_next_step_is_due():
+    """A replay keeps the recorded moments: with an ISR that stays short, the next node still goes down
+    at its recorded offset (real time here, 0.6 s apart), and the step says why its wait ended."""
+    import time
+
+    class Lagging(Cluster):
+        def broker_views(self) -> dict[int, BrokerView]:
+            topics = {"queue": {0: {"leader": 1, "replicas": [1, 2, 3], "isr": [1, 2]}}}
+            return {i: BrokerView(i, (1, 2, 3), topics) for i in (1, 2, 3)}
+
+    roll = RollNemesis().setup(Lagging(), Recorder(), "queue")
+    roll.poll_s = 0.05
+    plan = {"target": "all", "targets": [1, 2], "steps": [
+        {"who": 1, "how": "hard", "wait": "isr", "after_s": 0.0},
+        {"who": 2, "how": "hard", "wait": "no-wait", "pause_s": 0.0, "after_s": 0.6}]}
+    began = time.monotonic()
+    value = roll.invoke("start", plan, random.Random(0))
+    first, second = value["steps"]
+    assert first["wait_ended_by"] == "replay" and first["isr_full"] is False and first["lagging"] == {"queue-0": [3]}
+    assert 0.6 <= second["after_s"] <= 1.1 and time.monotonic() - began < 5  # on time, not after ISR_WAIT_S
+
+
 def test_one_coin_only_is_honoured_and_a_heal_stops_a_roll_between_nodes(monkeypatch):
     monkeypatch.setattr("time.sleep", lambda s: None)
     cluster = Cluster()

@@ -185,7 +185,7 @@ def test_apply_switches_each_node_records_its_version_and_replays_the_same_steps
     nemesis.recorder = Recorded()
     monkeypatch.setattr(nemesis, "roles", lambda nodes: {str(n.node_id): [] for n in nodes})
 
-    def step(self: Any, step: dict[str, Any], anchor: float) -> dict[str, Any]:
+    def step(self: Any, step: dict[str, Any], anchor: float, until: float | None = None) -> dict[str, Any]:
         self.record(NODE_DOWN.start, {"targets": [step["who"]], "op": self.name, "how": step["how"]})
         self.record(NODE_DOWN.stop, {"targets": [step["who"]], "op": self.name})
         return {"who": step["who"], "how": step["how"], "wait": step["wait"], "after_s": 1.0 * step["who"]}
@@ -223,7 +223,7 @@ def test_the_end_of_the_fault_phase_drops_the_rest_and_the_finalize(tmp_path, mo
     monkeypatch.setattr(nemesis, "roles", lambda nodes: {})
     taken: list[int] = []
 
-    def step(self: Any, step: dict[str, Any], anchor: float) -> dict[str, Any]:
+    def step(self: Any, step: dict[str, Any], anchor: float, until: float | None = None) -> dict[str, Any]:
         taken.append(step["who"])
         if len(taken) == ends_after:
             self.stopping.set()  # the heal begins during this node's step

@@ -1,7 +1,8 @@
 """The operations packages on a real cluster (issue 36): one run with roll, coordinator, fence and
 reassign together, then its replay, which must repeat the same operations on the same nodes at the
-same offsets in time (within 1 s; a roll's later nodes never earlier, later when the replay's cluster
-came back slower: +7.3 s seen on 2026-11-26 at load ~15). Nightly (`-m chaos`): two real runs of about two minutes each."""
+same offsets in time (within 1 s). A roll's later nodes came up to +7.3 s late at load ~15 (2026-11-26)
+while the replay waited for full ISRs; its wait now ends when the next node is due (`wait_ended_by:
+replay`). Nightly (`-m chaos`): two real runs of about two minutes each."""
 
 from __future__ import annotations
 
@@ -47,13 +48,10 @@ def test_a_replay_repeats_every_operation_on_the_same_nodes_at_the_same_moments(
         both = min(len(mine), len(theirs))
         assert len(mine) - 1 <= len(theirs) <= len(mine) + 1, (kind, first, second)
         assert [t for _, t, _ in mine[:both]] == [t for _, t, _ in theirs[:both]], (kind, first, second)
-        # A roll's later nodes wait for the one before to be back: the replay stops them at their
-        # recorded moment or, when its cluster came back slower, later; never earlier.
         (chained if kind == "node-stop" else drift).extend(round(b[2] - a[2], 3) for a, b in zip(mine[:both], theirs[:both]))
     report_figure(f"operations replay: {len(drift)} starts on the same targets, drift {min(drift):+.2f}..{max(drift):+.2f} s; "
                   f"{len(chained)} roll steps, {min(chained, default=0):+.2f}..{max(chained, default=0):+.2f} s")
-    assert all(abs(d) <= 1.0 for d in drift), (drift, first, second)
-    assert all(d >= -1.0 for d in chained), (chained, first, second)
+    assert all(abs(d) <= 1.0 for d in drift + chained), (drift, chained, first, second)
     from analysis.checking.checker import check_run
 
     for r in (original, replayed):
