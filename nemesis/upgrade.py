@@ -16,7 +16,10 @@ recorded as `escalated`; the JVM started again; a bounded wait for every ISR to 
   recorded with Kafka's answer, never raised.
 
 A later start upgrades what is left on A (the downgraded broker) and finalizes again; with every
-node on B and the features finalized it is `nemesis-skipped`. The history says which version each
+node on B and the features finalized it is `nemesis-skipped`. When Kafka still refused a feature
+because a broker on B "does not support" it (its registration went through A's controller and left
+the feature out: harness/cluster/features.py), the later start restarts every broker on B once more
+(`again` in its steps), so that each registers through B's controller, then finalizes. The history says which version each
 node runs from each moment on: `upgrade` names every node's version as it begins, each `node-stop`
 its `from_version` and `to_version`, each `node-start` the `versions` it started on, `upgraded` the
 versions and features at its end, and config.json's `upgrade` each node's version after the heal.
@@ -54,6 +57,7 @@ class UpgradeNemesis(RollNemesis):
         self.downgraded = False  # the coin is tossed until one broker has been rolled back, once a run
         self.finalized = False
         self.raised = False  # B's metadata.version finalized, though a later feature was refused (features.staged)
+        self.unregistered = False  # the last finalize was refused for a feature a broker on B left out (features.MISSING)
         self.switching: dict[int, str] = {}  # node id -> the version it ran before its run.env was rewritten
         self.anchor = 0.0  # when the upgrade in progress struck (time.monotonic())
         self.rolled: dict[str, Any] = {}  # roll's `rolled` of it, recorded as `upgraded` after the features
@@ -87,6 +91,8 @@ class UpgradeNemesis(RollNemesis):
             plan.append({"who": who, "how": "clean", "wait": "isr", "pause_s": 0.0, "to": up.source.version, "downgrade": True})
         if not plan and self.finalized:
             return {"target": "all", "targets": [], "skipped": f"every node runs {target} and the features are finalized"}
+        if not plan and self.unregistered:  # each broker registers again, now through B's controller
+            plan = [{**s, "to": target, "again": "registered without a feature B has"} for s in order if s["who"] in brokers]
         return {"target": "all", "targets": list(dict.fromkeys(s["who"] for s in plan)) or brokers, "steps": plan}
 
     # --- acting ------------------------------------------------------------------------------------
@@ -122,7 +128,8 @@ class UpgradeNemesis(RollNemesis):
         self.switching.pop(node.node_id, None)  # started (or left down for the heal, which starts it on `to`)
         if step.get("downgrade"):
             self.downgraded = True
-        return {**done, "to": step["to"], **({"downgrade": True} if step.get("downgrade") else {})}
+        return {**done, "to": step["to"], **({"downgrade": True} if step.get("downgrade") else {}),
+                **({"again": step["again"]} if step.get("again") else {})}
 
     def finalize(self, anchor: float, after_s: float | None) -> dict[str, Any]:
         """Kafka's feature upgrade (harness/cluster/features.py finalize) as a band of its own."""
@@ -140,6 +147,8 @@ class UpgradeNemesis(RollNemesis):
         self.upgrade.features = result  # config.json's upgrade.features (harness/run/steps.py)
         self.finalized = not result.get("refused")
         self.raised = self.raised or bool(result.get("metadata_finalized"))
+        last = (result.get("staged") or [result])[-1]
+        self.unregistered = bool(result.get("refused")) and features.MISSING in str(last.get("answer") or "")
         self.record(FEATURES.stop, {"targets": ids, **result, "took_s": round(time.monotonic() - began, 2)})
         return {**result, "after_s": at}
 

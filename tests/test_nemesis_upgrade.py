@@ -168,6 +168,13 @@ def test_a_later_start_upgrades_only_what_is_left_then_skips(tmp_path):
     nemesis.finalized, nemesis.raised, nemesis.downgraded = False, True, False
     for seed in range(8):
         assert not any(s.get("downgrade") for s in nemesis.decide(None, random.Random(seed), {})["steps"])
+    # Refused for a feature that brokers on B left out of their registration (features.MISSING): the
+    # next start restarts every broker on B once more, so that each registers through B's controller.
+    cluster.upgrade.use(cluster.node(3), "4.4.0")
+    assert nemesis.decide(None, random.Random(1), {})["steps"] == []
+    nemesis.unregistered = True
+    again = nemesis.decide(None, random.Random(1), {})["steps"]
+    assert sorted(s["who"] for s in again) == [1, 2, 3] and all(s["again"] and s["to"] == "4.4.0" for s in again)
 
 
 class Recorded(list):
@@ -206,6 +213,11 @@ def test_apply_switches_each_node_records_its_version_and_replays_the_same_steps
     assert events[-1][1]["versions"] == {"1": "4.4.0", "2": "4.1.1", "3": "4.4.0"}  # the rolled-back node, recorded
     assert events[-1][1]["features"]["refused"] and nemesis.downgraded and not nemesis.finalized
     assert cluster.upgrade.features["answer"] == "no"  # config.json's upgrade.features
+    assert not nemesis.unregistered  # refused, but not for a feature a broker on B left out
+    monkeypatch.setattr(features, "finalize", lambda up, via, brokers: {
+        "exit": 1, "refused": True, "answer": features.MISSING, "staged": [{"exit": 0}, {"exit": 1, "answer": "Broker 2 " + features.MISSING}]})
+    nemesis.finalize(0.0, None)
+    assert nemesis.unregistered and nemesis.raised is False  # the fake's result says nothing of metadata.version
     recorded = nemesis.replay_params(value)
     assert set(recorded) == {"target", "targets", "steps", "finalize_after_s"}
     replayed = made(cluster).plan(json.loads(json.dumps(recorded)), random.Random(99))
