@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import random
 import signal
+import threading
 import time
 from typing import Any
 
@@ -111,12 +112,17 @@ class RollNemesis(Nemesis):
         (a replay: the next step's recorded moment, time.monotonic()) ends the ISR wait then."""
         assert self.cluster is not None
         node = self.cluster.node(int(step["who"]))
-        look = self.observe(self.topic)  # its roles just before it goes down
-        if step.get("after_s") is not None:  # a replay: the recorded moment, never before
-            steps.wait_until(anchor + float(step["after_s"]))
+        if step.get("after_s") is None:
+            roles = self.observe(self.topic).of([node])  # its roles just before it goes down
+        else:  # a replay: the recorded moment, never before, and not later for a slow look
+            due = anchor + float(step["after_s"])
+            roles = self.look_by(due, node)
+            steps.wait_until(due)
         done = {"who": node.node_id, "how": step["how"], "wait": step["wait"], "pause_s": step.get("pause_s", 0.0),
                 "after_s": round(time.monotonic() - anchor, 3)}
-        self.record(NODE_DOWN.start, {"targets": [node.node_id], "roles": look.of([node]), "op": self.name,
+        if roles is None:
+            roles, done["roles"] = {str(node.node_id): []}, "unknown: the look was not back by the recorded moment"
+        self.record(NODE_DOWN.start, {"targets": [node.node_id], "roles": roles, "op": self.name,
                                       "how": step["how"], "pids": {str(node.node_id): node.pid_on_file()}})
         began = time.monotonic()
         pid, escalated = self.stop_node(node, step["how"])
@@ -140,19 +146,28 @@ class RollNemesis(Nemesis):
             # ISR still short (recorded as `wait_ended_by: replay`), so the next node goes down on time,
             # not when this cluster happens to catch up (a replay's roll steps came +7.3 s late at load ~15
             # before, 2026-11-26).
-            bound = ISR_WAIT_S if until is None else max(0.0, min(ISR_WAIT_S, until - time.monotonic()))
             polled = steps.poll(lambda: under_replicated(self.cluster),
-                                lambda lagging: lagging == {} or self.stopping.is_set(), bound, self.poll_s)
+                                lambda lagging: lagging == {} or self.stopping.is_set(), ISR_WAIT_S, self.poll_s, due=until)
             done["isr_full"], done["waited_s"] = polled.value == {}, round(polled.seconds, 2)
             if polled.value != {}:
                 done["lagging"] = polled.value
                 if polled.ok:
                     done["wait_ended_by"] = "heal"
-                elif until is not None and bound < ISR_WAIT_S:
+                elif until is not None and polled.seconds < ISR_WAIT_S:
                     done["wait_ended_by"] = "replay"
-        else:
+        elif until is None:  # a replay's next step waits for its recorded moment instead
             time.sleep(float(step.get("pause_s") or 0.0))
         return done
+
+    def look_by(self, due: float, node: Any) -> dict[str, list[str]] | None:
+        """The node's roles from a look that is back by `due` (time.monotonic()), or None: a look asks
+        every broker's metadata, 3 s for one still starting, and a replay's step waiting for it came
+        0.6 s after its recorded moment (2026-11-27)."""
+        box: dict[str, Any] = {}
+        looking = threading.Thread(target=lambda: box.update(look=self.observe(self.topic)), name=f"{self.name}-look", daemon=True)
+        looking.start()
+        looking.join(timeout=max(0.0, due - time.monotonic()))
+        return box["look"].of([node]) if "look" in box else None
 
     def stop_node(self, node: Any, how: str) -> tuple[int | None, bool]:
         """SIGTERM and a bounded wait for the JVM to exit (clean), or SIGKILL (hard); (PID, escalated)."""

@@ -107,21 +107,27 @@ def wait_until(deadline: float) -> None:
 
 
 def poll(probe: Callable[[], Any], done: Callable[[Any], bool], timeout_s: float, every_s: float = 0.5,
-         tick: Callable[[], None] | None = None, since: float | None = None) -> Polled:
+         tick: Callable[[], None] | None = None, since: float | None = None, due: float | None = None) -> Polled:
     """Call `probe` every `every_s` until `done` holds for what it returns or `timeout_s` has passed
     since `since` (now by default); `tick` runs between probes. It probes at least once, even when the
     time is already up (a wait that began before a slow step still gets one look), and counts its
-    tries as well as the time, so a probe that returns at once cannot spin past the bound."""
+    tries as well as the time, so a probe that returns at once cannot spin past the bound. `due` (a
+    time.monotonic() moment) also ends it, before a probe that, as long as the last one, would end
+    after that moment: a metadata probe of a broker still starting takes its 3 s timeout, and a
+    replay's roll overshot its next step by 2.6 s waiting on one (2026-11-27)."""
     began = time.monotonic() if since is None else since
     tries = int(timeout_s / every_s) + 2 if every_s > 0 else None
     count = 0
     while True:
+        asked = time.monotonic()
         value = probe()
         count += 1
         if done(value):
             return Polled(value, True, time.monotonic() - began)
-        if time.monotonic() - began > timeout_s or (tries is not None and count >= tries):
-            return Polled(value, False, time.monotonic() - began)
+        now = time.monotonic()
+        if now - began > timeout_s or (tries is not None and count >= tries) or (
+                due is not None and now + every_s + (now - asked) > due):
+            return Polled(value, False, now - began)
         if tick is not None:
             tick()
         time.sleep(every_s)

@@ -137,6 +137,23 @@ def test_a_replay_ends_the_isr_wait_when_the_next_step_is_due():
     assert 0.6 <= second["after_s"] <= 1.1 and time.monotonic() - began < 5  # on time, not after ISR_WAIT_S
 
 
+def test_a_replayed_step_does_not_wait_for_a_slow_look():
+    """A look that is not back by the step's recorded moment is not waited for: the node goes down on
+    time and the step says its roles are unknown."""
+    import time
+
+    class Slow(Cluster):
+        def broker_views(self) -> dict[int, BrokerView]:
+            time.sleep(0.4)  # a broker still starting: its metadata request times out
+            return super().broker_views()
+
+    roll = RollNemesis().setup(Slow(), Recorder(), "queue")
+    plan = {"target": "all", "targets": [1], "steps": [{"who": 1, "how": "hard", "wait": "no-wait", "pause_s": 0.0, "after_s": 0.1}]}
+    value = roll.invoke("start", plan, random.Random(0))
+    (step,) = value["steps"]
+    assert step["after_s"] < 0.3 and step["roles"].startswith("unknown")
+
+
 def test_one_coin_only_is_honoured_and_a_heal_stops_a_roll_between_nodes(monkeypatch):
     monkeypatch.setattr("time.sleep", lambda s: None)
     cluster = Cluster()

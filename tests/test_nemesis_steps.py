@@ -92,6 +92,12 @@ def test_poll_looks_at_least_once_and_is_bounded_in_tries_and_time():
     seen.clear()
     bounded = steps.poll(lambda: seen.append(1) or len(seen), lambda n: False, 0.05, 0.01)
     assert not bounded.ok and bounded.value == len(seen) <= 0.05 / 0.01 + 2
+    # `due`: a probe as slow as the last one would end after it, so it is not asked.
+    seen.clear()
+    slow = lambda: seen.append(time.sleep(0.1)) or len(seen)  # noqa: E731
+    began = time.monotonic()
+    cut = steps.poll(slow, lambda n: False, 10.0, 0.01, due=began + 0.25)
+    assert not cut.ok and len(seen) == 2 and time.monotonic() - began < 0.25  # a third would end at ~0.31 s
 
 
 def test_wait_leader_names_the_leader_last_seen():
