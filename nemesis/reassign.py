@@ -28,6 +28,7 @@ package killed.
 from __future__ import annotations
 
 import random
+import re
 import time
 from typing import Any
 
@@ -48,7 +49,12 @@ RESTART_AFTER_S = (2.0, 8.0)
 
 
 def _tail(text: str, n: int = 400) -> str:
-    return " ".join(text.split())[-n:]
+    """The tool's output, flattened, its last `n` characters, after its error's message when the tail
+    does not hold it: a refusal prints the message first and a stack trace after, and the tail alone
+    said only ".verifyBrokerIds(ReassignPartitionsCommand.java:928) at ..." (20261127T060024-5adebf)."""
+    flat = " ".join(text.split())
+    said = next((" ".join(line.split()) for line in text.splitlines() if re.match(r"\s*(Error|\S*(Exception|Error):)", line)), "")
+    return flat[-n:] if not said or said[:200] in flat[-n:] else f"{said[:300]} ... {flat[-n:]}"
 
 
 class ReassignNemesis(steps.KillInFlight, Nemesis):

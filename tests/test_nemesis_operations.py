@@ -311,3 +311,14 @@ def test_a_shrink_whose_grow_back_the_fault_phase_cut_off_is_grown_back_by_the_h
     assert healed["restored"]["complete"] is True and healed["restored"]["replicas"] == back
     assert recorder.events[-1][0] == "reassigned" and recorder.events[-1][1]["step"] == "heal"
     assert nemesis.teardown() == {"targets": []}  # owed once: a second heal does nothing
+
+
+def test_a_refused_reassignment_keeps_kafka_s_message_before_its_stack_trace():
+    from nemesis.reassign import _tail
+
+    out = "Error: org.apache.kafka.server.common.AdminCommandFailedException: Unknown broker id 1\n" + "\n".join(
+        f"\tat org.apache.kafka.tools.reassign.ReassignPartitionsCommand.x(ReassignPartitionsCommand.java:{i})" for i in range(30))
+    said = _tail(out)
+    assert said.startswith("Error: org.apache.kafka.server.common.AdminCommandFailedException: Unknown broker id 1 ... ")
+    assert said.endswith("(ReassignPartitionsCommand.java:29)")
+    assert _tail("Successfully started partition reassignment for queue-2") == "Successfully started partition reassignment for queue-2"
