@@ -19,8 +19,8 @@ A later start upgrades what is left on A (the downgraded broker) and finalizes a
 node on B and the features finalized it is `nemesis-skipped`. When Kafka still refused a feature
 because a broker on B "does not support" it (its registration went through A's controller and left
 the feature out: harness/cluster/features.py), the later start restarts every broker on B once more
-(`again` in its steps), so that each registers through B's controller, then finalizes. The history says which version each
-node runs from each moment on: `upgrade` names every node's version as it begins, each `node-stop`
+(`again` in its steps), so that each registers through B's controller, then finalizes. The history
+says which version each node runs from each moment on: `upgrade` names every node's version as it begins, each `node-stop`
 its `from_version` and `to_version`, each `node-start` the `versions` it started on, `upgraded` the
 versions and features at its end, and config.json's `upgrade` each node's version after the heal.
 When the fault phase ends, an upgrade in progress finishes the node it is on and drops the rest
