@@ -61,9 +61,7 @@ its own fault opened passed. Three changes, each for every package and every cha
 - the cues that make a package react are the log flags as before and also a leader held down or
   gone (`leader-hit`, `leaderless`: the metadata names a dead leader, the window in which a
   ZooKeeper-era controller still counts a SIGKILLed broker alive), so a package decides at each
-  such observation, as Mallory does. The decision state counts the leaders held (`leader-hit×2`),
-  so a second one is a change: the first live run of this design (seed 1, 20261127T084032-e01aa4)
-  killed a leader while a partition already held another, and nobody reacted to it;
+  such observation, as Mallory does;
 - a reaction chooses among the package's starts (by the Q table, untried first): a change is a
   transient state, and a stop heals back toward the states already seen; a package that holds
   all the starts it may does not react;
@@ -138,8 +136,8 @@ def flags_of(state: str) -> set[str]:
 
 def cues_of(state: str) -> set[str]:
     """What in a decision state makes a package react (design 5): its log flags of REACT_FLAGS, and
-    a leader held down or gone (the middle fields: `kill|isr3|leader-hit|-`, `leader-hit×2`)."""
-    return (flags_of(state) & REACT_FLAGS) | {c for c in state.split("|")[1:-1] if c.split("×")[0] in REACT_CUES}
+    a leader held down or gone (the middle fields: `kill|isr3|leader-hit|-`)."""
+    return (flags_of(state) & REACT_FLAGS) | (set(state.split("|")[1:-1]) & REACT_CUES)
 
 
 def choices_of(name: str, nemesis: Any) -> tuple[str | None, tuple[str, ...]]:

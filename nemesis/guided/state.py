@@ -147,11 +147,7 @@ def decision_state(look: Look | None, states: dict[int, str], active: dict[str, 
     else:
         smallest = min((len(i) for i in look.isrs.values()), default=0)
         leaders = set(look.leaders.values())
-        # How many leaders a fault holds (design 5): a second one is a change a package reacts to
-        # (two leaders down inside one failure-detection window), where a yes/no would not change.
-        n = len(leaders & hit)
-        shape = (f"isr{smallest}" + ("|leaderless" if -1 in leaders else "")
-                 + ("|leader-hit" if n == 1 else f"|leader-hit×{n}" if n else ""))
+        shape = f"isr{smallest}" + ("|leaderless" if -1 in leaders else "") + ("|leader-hit" if leaders & hit else "")
     flags = sorted({f for s in states.values() for f in s.split("|")[3].split(",") if f != "-"}
                    & {"trunc", "trunc-hw", "trunc-epoch", "truncation-refused", "shrink", "expand", "unclean", "elr",
                       "restart"})
