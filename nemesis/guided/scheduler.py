@@ -53,22 +53,6 @@ worth most there (ties by name), and a flag that made one package react makes no
 while it stays in the state (the abstraction's WINDOW_S), so that three packages do not all strike
 at one flag; a package reacts at most once per REACT_MIN_S.
 
-Design 5 (2026-11-27): react to what the metadata shows, prefer a start, and borrow a decision.
-Design 4's reactions came at the right moments but did not use them: in a fresh map every action
-of a state is untried, so a reaction was as often a stop or a partition as a kill, and the package
-that had just struck had no decision left (it had spent its token on that strike), so the window
-its own fault opened passed. Three changes, each for every package and every change alike:
-- the cues that make a package react are the log flags as before and also a leader held down or
-  gone (`leader-hit`, `leaderless`: the metadata names a dead leader, the window in which a
-  ZooKeeper-era controller still counts a SIGKILLed broker alive), so a package decides at each
-  such observation, as Mallory does;
-- a reaction chooses among the package's starts (by the Q table, untried first): a change is a
-  transient state, and a stop heals back toward the states already seen; a package that holds
-  all the starts it may does not react;
-- a reaction may spend a decision not yet earned, down to REACT_FLOOR: the budget over the run
-  stays the random schedule's (one decision per interval, plus the one borrowed), only its moments
-  move.
-
 Every choice draws from its package's seeded random stream and is recorded (config.json
 nemesis_config.guided.decisions: the state, the action, its Q value, the reward); the executed
 schedule, with the brokers each fault resolved, is what `run --replay` repeats. The same seed and
@@ -101,7 +85,7 @@ REFUSED = ("heir", "transfer", "flap", "rejoin")  # recipes: sequences written a
 DELAYS = (0.5, 0.8, 1.2, 1.5)
 MAX_HOLD = {"kill": 2, "pause": 2}  # starts a package may hold at once; every other package one
 HOLD_LIMIT = 3.0  # × the interval: a fault held longer is stopped without asking (the run goes on)
-DESIGN = 5  # the decision streams and moments, the reward's scale, the optimism (the module docstring); kept with the Q table
+DESIGN = 4  # the decision streams and moments, the reward's scale, the optimism (the module docstring); kept with the Q table
 ALPHA, GAMMA, EPSILON = 0.3, 0.5, 0.1
 OPTIMISM = 1.0 / (1.0 - GAMMA)  # the largest return rewards below 1 can add up to
 # Design 4: a decision state that gains one of these flags makes a package decide at once (one
@@ -109,10 +93,6 @@ OPTIMISM = 1.0 / (1.0 - GAMMA)  # the largest return rewards below 1 can add up 
 # interval, of which it saves at most TOKEN_CAP.
 REACT_FLAGS = frozenset({"trunc", "trunc-hw", "trunc-epoch", "truncation-refused", "shrink", "expand", "unclean",
                          "elr", "restart"})
-# Design 5: the metadata's cues too (a leader held down or gone), and a reaction may borrow: tokens
-# go down to REACT_FLOOR - 1 at most, then wait to be earned back.
-REACT_CUES = frozenset({"leader-hit", "leaderless"})
-REACT_FLOOR = 0.0
 REACT_MIN_S = 1.0
 TOKEN_CAP = 2.0
 POLL_S = 0.2  # how often a waiting package looks at the state (the watch ticks once a second)
@@ -132,12 +112,6 @@ def refuse_recipes(packages: list[str]) -> None:
 def flags_of(state: str) -> set[str]:
     """The log flags of a decision state (its last field: `kill|isr2|trunc-hw,shrink`)."""
     return set(state.rsplit("|", 1)[-1].split(",")) - {"-", ""}
-
-
-def cues_of(state: str) -> set[str]:
-    """What in a decision state makes a package react (design 5): its log flags of REACT_FLAGS, and
-    a leader held down or gone (the middle fields: `kill|isr3|leader-hit|-`)."""
-    return (flags_of(state) & REACT_FLAGS) | (set(state.split("|")[1:-1]) & REACT_CUES)
 
 
 def choices_of(name: str, nemesis: Any) -> tuple[str | None, tuple[str, ...]]:
@@ -196,12 +170,12 @@ class GuidedScheduler:
                 if self._closed or now_s >= self.time_limit_s:
                     return None
                 self.refill(package, now_s)
-                if self._tokens[package] >= 1.0 and now_s >= self._decide_at[package]:
-                    return self.decide(package, now_s, watch)
-                if self._tokens[package] >= REACT_FLOOR:
-                    who, cues = self._reaction(now_s, watch)
+                if self._tokens[package] >= 1.0:
+                    if now_s >= self._decide_at[package]:
+                        return self.decide(package, now_s, watch)
+                    who, flags = self._reaction(now_s, watch)
                     if who == package:
-                        self._reacted_at.update(dict.fromkeys(cues, now_s))
+                        self._reacted_at.update(dict.fromkeys(flags, now_s))
                         return self.decide(package, now_s, watch, on="state change")
                 self._cond.wait(POLL_S)
 
@@ -225,19 +199,19 @@ class GuidedScheduler:
         return self._reaction(now_s, watch)[0]
 
     def _reaction(self, now_s: float, watch: Any) -> tuple[str | None, set[str]]:
-        """(reactor(), the new cues it reacts to), from one look at the state."""
+        """(reactor(), the new flags it reacts to), from one look at the state."""
         if watch is None:
             return None, set()
         state = watch.decision_state()
-        now_cues = {f for f in cues_of(state) if now_s - self._reacted_at.get(f, -WINDOW_S) >= WINDOW_S}
-        ready = [p for p in sorted(self.choices) if p in self._last and self._tokens[p] >= REACT_FLOOR
+        now_flags = {f for f in flags_of(state) & REACT_FLAGS if now_s - self._reacted_at.get(f, -WINDOW_S) >= WINDOW_S}
+        ready = [p for p in sorted(self.choices) if p in self._last and self._tokens[p] >= 1.0
                  and now_s - self._decided_at.get(p, -REACT_MIN_S) >= REACT_MIN_S
-                 and self.starts(p) and now_cues - cues_of(self._last[p][0])]
+                 and now_flags - flags_of(self._last[p][0])]
         if not ready:
             return None, set()
         # max keeps the first of equals: `ready` is sorted, so ties go by name
-        who = max(ready, key=lambda p: max(self.value(state, a) for a in self.starts(p)))
-        return who, now_cues - cues_of(self._last[who][0])
+        who = max(ready, key=lambda p: max((self.value(state, a) for a in self.actions(p)), default=0.0))
+        return who, now_flags - flags_of(self._last[who][0])
 
     # --- deciding -------------------------------------------------------------------------------
     def actions(self, package: str) -> list[str]:
@@ -248,10 +222,6 @@ class GuidedScheduler:
         if self.held[package]:
             out += [f"stop:{package}@{d}" for d in DELAYS]
         return out
-
-    def starts(self, package: str) -> list[str]:
-        """The package's start actions now (none while it holds all the starts it may)."""
-        return [a for a in self.actions(package) if a.startswith("start:")]
 
     def value(self, state: str, action: str) -> float:
         return self.q.get(state, {}).get(action, OPTIMISM)
@@ -281,16 +251,13 @@ class GuidedScheduler:
             old = self.value(s, a)
             self.q.setdefault(s, {})[a] = round(old + ALPHA * (reward + GAMMA * best - old), 4)
         starts = self.held[package]
-        # A reaction starts a fault (design 5): the change is transient, a stop heals toward the seen.
-        options = [a for a in actions if a.startswith("start:")] if on == "state change" else actions
-        options = options or actions
         if starts and now_s - starts[0] > HOLD_LIMIT * self.interval_s:
             action, why = f"stop:{package}@{DELAYS[0]}", "held too long"
         elif rng.random() < EPSILON:
-            action, why = rng.choice(options), "explore"
+            action, why = rng.choice(actions), "explore"
         else:
-            top = max(self.value(state, a) for a in options)
-            action, why = self.pick([a for a in options if self.value(state, a) == top], rng), "best"
+            top = max(self.value(state, a) for a in actions)
+            action, why = self.pick([a for a in actions if self.value(state, a) == top], rng), "best"
         self._last[package] = (state, action)
         what, delay = action.rsplit("@", 1)
         parts = what.split(":", 2)  # start:kill:leader, or stop:kill
@@ -327,4 +294,4 @@ class GuidedScheduler:
 
     def describe(self) -> dict[str, Any]:
         return {"seed": self.seed, "version": self.version, "decisions": list(self.decisions), "coverage": self.saved,
-                "design": f"q-learning {DESIGN}", "react_flags": sorted(REACT_FLAGS), "react_cues": sorted(REACT_CUES), "react_floor": REACT_FLOOR, "alpha": ALPHA, "gamma": GAMMA, "epsilon": EPSILON, "delays_x_interval": list(DELAYS)}
+                "design": f"q-learning {DESIGN}", "react_flags": sorted(REACT_FLAGS), "alpha": ALPHA, "gamma": GAMMA, "epsilon": EPSILON, "delays_x_interval": list(DELAYS)}
