@@ -20,12 +20,12 @@ node on B and the features finalized it is `nemesis-skipped`. When Kafka still r
 because a broker on B "does not support" it (its registration went through A's controller and left
 the feature out: harness/cluster/features.py), the later start restarts every broker on B once more
 (`again` in its steps), so that each registers through B's controller, then finalizes. The history
-says which version each node runs from each moment on: `upgrade` names every node's version as it begins, each `node-stop`
-its `from_version` and `to_version`, each `node-start` the `versions` it started on, `upgraded` the
-versions and features at its end, and config.json's `upgrade` each node's version after the heal.
-When the fault phase ends, an upgrade in progress finishes the node it is on and drops the rest
-(`aborted`, `downgrade_dropped`) and the finalize (`finalize_dropped`). The heal starts any node the
-upgrade left down, on the version it was switched to.
+says which version each node runs from each moment on: `upgrade` names every node's version as it
+begins, each `node-stop` its `from_version` and `to_version`, each `node-start` the `versions` it
+started on, `upgraded` the versions and features at its end, and config.json's `upgrade` each node's
+version after the heal. When the fault phase ends, an upgrade in progress finishes the node it is on
+and drops the rest (`aborted`, `downgrade_dropped`) and the finalize (`finalize_dropped`). The heal
+starts any node the upgrade left down, on the version it was switched to.
 A replay repeats the recorded steps (nodes, versions, `after_s`) and the finalize's `finalize_after_s`.
 """
 
