@@ -9,10 +9,12 @@ SECONDS and counting acknowledged records until the last outcome is in:
                a packed row handed to Python's recorder by the thousand (ProducerClient.feed);
   java-per-send: the same recorded producer driven send by send from Python (each send a request
                line to the JVM and a reply line back), the path before the feed;
-  librdkafka:  the recorded producer on the librdkafka driver, send by send, for comparison.
+  librdkafka:  the recorded producer on the librdkafka driver, send by send, for comparison;
+  java-before: the java leg on an earlier build of the worker (--java-before DIR), so that a change
+               to the feed is measured against its predecessor side by side.
 Prints each rate and java/bare (issue 35's target: >= 85 %).
 
-    .venv/bin/python bench/bench_java_client.py [--seconds 15]
+    .venv/bin/python bench/bench_java_client.py [--seconds 15] [--java-before DIR]
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.cluster import KafkaCluster  # noqa: E402
 from harness.history import Recorder  # noqa: E402
 from harness.provision.bootstrap import prepare  # noqa: E402
-from harness.provision.java_client import ensure_java_client  # noqa: E402
+from harness.provision.java_client import JavaClient, ensure_java_client  # noqa: E402
 from workloads import drivers  # noqa: E402
 from workloads.clients import ProducerClient  # noqa: E402
 from workloads.profiles import get_profile  # noqa: E402
@@ -71,15 +73,17 @@ def _self_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def recorded(leg: str, bootstrap: str, topic: str, seconds: float, folder: Path) -> dict:
+def recorded(leg: str, bootstrap: str, topic: str, seconds: float, folder: Path, before: Path | None = None) -> dict:
     driver = drivers.make("librdkafka" if leg == "librdkafka" else "java")
+    if leg == "java-before":
+        driver.client = JavaClient(driver.client.version, before)  # type: ignore[attr-defined]
     history = folder / f"{topic}.jsonl"  # the topic names the leg and its round
     py0, jvm, py = _self_cpu_s(), 0.0, 0.0
     try:
         with Recorder(history) as recorder:
             client = ProducerClient(0, recorder, bootstrap, topic, get_profile("safe"), driver=driver).open()
             began = time.monotonic()
-            if leg == "java":  # the queue workload's path: as fast as the client takes them (rate 0)
+            if leg in ("java", "java-before"):  # the queue workload's path: as fast as the client takes them (rate 0)
                 client.feed(0, 1, PARTITIONS, 0.0, 1, 0)
                 time.sleep(seconds)
                 v = client.feed_stop()
@@ -114,7 +118,7 @@ def recorded(leg: str, bootstrap: str, topic: str, seconds: float, folder: Path)
             "cpu": {"jvm": jvm, "python": py}}
 
 
-LEGS = ("bare", "java", "java-per-send", "librdkafka")
+LEGS = ("bare", "java", "java-before", "java-per-send", "librdkafka")
 
 
 def main() -> None:
@@ -128,7 +132,17 @@ def main() -> None:
                              "first minutes (JIT, page cache; 155,000 to 604,000 bare sends/s in one run)")
     parser.add_argument("--legs", default=",".join(LEGS),
                         help=f"comma-separated legs to run (default all: {','.join(LEGS)}); bare and java give the target's ratio")
+    parser.add_argument("--java-before", type=Path, metavar="DIR",
+                        help="a build of earlier worker sources (a folder with manifest.json, e.g. "
+                             "~/.cache/kafka-harness/java-client/4.4.0/<hash>): adds the java-before leg")
     args = parser.parse_args()
+    if args.java_before is not None:
+        if not (args.java_before / "manifest.json").is_file() or not (args.java_before / "worker.jar").is_file():
+            parser.error(f"--java-before {args.java_before}: not a worker build (no manifest.json and worker.jar); "
+                         "give a folder under ~/.cache/kafka-harness/java-client/<version>/")
+        args.legs += ",java-before"
+    elif "java-before" in args.legs.split(","):
+        parser.error("--legs java-before needs --java-before DIR")
     legs = tuple(leg for leg in LEGS if leg in args.legs.split(","))
     unknown = set(args.legs.split(",")) - set(LEGS)
     if unknown or "bare" not in legs:
@@ -149,7 +163,7 @@ def main() -> None:
                 cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3,
                                      config=get_profile("safe").topic_config())
                 r = bare(bootstrap, topic, args.seconds) if leg == "bare" else \
-                    recorded(leg, bootstrap, topic, args.seconds, folder)
+                    recorded(leg, bootstrap, topic, args.seconds, folder, args.java_before)
                 rates[leg].append(r["acked"] / r["seconds"])
                 print(f"round {round_ + 1} {leg:>13}: {r['acked']:>9,} acknowledged of {r['sent']:>9,} in "
                       f"{r['seconds']:6.1f} s = {rates[leg][-1]:>9,.0f} sends/s; CPU s per million acknowledged: "
@@ -159,10 +173,15 @@ def main() -> None:
         ratios = sorted(r / b for r, b in zip(rates[leg], rates["bare"]))
         print(f"{leg} / bare per round: median {statistics.median(ratios):.1%}, "
               f"from {ratios[0]:.1%} to {ratios[-1]:.1%} over {len(ratios)} rounds")
+    if "java-before" in legs and "java" in legs:
+        ratios = sorted(r / b for r, b in zip(rates["java"], rates["java-before"]))
+        print(f"java / java-before per round: median {statistics.median(ratios):.1%}, "
+              f"from {ratios[0]:.1%} to {ratios[-1]:.1%} over {len(ratios)} rounds")
     mean = {leg: sum(v) / len(v) for leg, v in rates.items()}
     print(f"means over {args.rounds} rounds: " + ", ".join(f"{leg} {mean[leg]:,.0f}/s" for leg in legs))
     target = {"java": "java recorded (feed) / bare java: {:.1%} (target >= 85 %)", "java-per-send": "java per send / bare java: {:.1%}",
-              "librdkafka": "librdkafka recorded / bare java: {:.1%}"}
+              "librdkafka": "librdkafka recorded / bare java: {:.1%}",
+              "java-before": "java before (--java-before) / bare java: {:.1%}"}
     print("; ".join(text.format(mean[leg] / mean["bare"]) for leg, text in target.items() if leg in mean))
     print(f"histories in {folder}")
 
