@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.explain import logs
+from analysis.explain import elections, logs
 from analysis.explain.history import NS, Facts, scan
 from analysis.explain.timeline import Fault, faults_from
 from harness.history.record import RecordLike, as_record
@@ -251,12 +251,29 @@ def explain_example(name: str, ex: dict[str, Any], facts: Facts, faults: list[Fa
             out["read_instead"] = [r for r in reads if r["value"] != value]
             if not reads:
                 out["nearest_reads"] = _nearest(facts, key, offset, clk)
+    if name in ("inconsistent-offsets", "lost-write") and key is not None:
+        out["unclean_elections"] = _unclean(name, out, reads, faults, log_view, clk)
     if key is not None and t0 is not None and clk.start_ns is not None:
         quotes, more = log_view.lines_about(key, clk.wall_ns(t0 - WINDOW_S), clk.wall_ns(t1 + WINDOW_S))
         out["log_lines"], out["log_lines_more"] = quotes, more
     else:
         out["log_lines"], out["log_lines_more"] = [], 0
     return out
+
+
+def _unclean(name: str, out: dict[str, Any], reads: list[dict[str, Any]], faults: list[Fault],
+             log_view: logs.LogView, clk: Clock) -> list[dict[str, Any]]:
+    """The unclean elections between the lost records' epoch and what replaced them (elections.py):
+    for two values at one offset, after the first acknowledged one's epoch and up to the other's;
+    for a lost write, after the epoch of the records acknowledged just before it."""
+    epoch_of = {r["value"]: r.get("epoch") for r in reads}
+    acked = out.get("acked_at_offset") or []
+    if name == "inconsistent-offsets" and len(acked) > 1:
+        lo, hi = epoch_of.get(acked[0]["value"]), epoch_of.get(acked[-1]["value"])
+    else:
+        lo, hi = (out.get("leader") or {}).get("epoch"), None
+    since = acked[0]["t_s"] if acked else (out.get("completion") or {}).get("t_s")
+    return elections.unclean_between(log_view, out["key"], faults, clk.start_ns, clk.utc, lo, hi, since)
 
 
 def _nearest(facts: Facts, key: int, offset: int, clk: Clock) -> dict[str, Any]:

@@ -8,7 +8,10 @@ partition K of topic T when it names `T-K` (not `T-K0`). Lines are quoted whole;
 lines of a stack trace are left out (each quote names its file and line number).
 
 Leader changes are read from the same lines: the controller's `PartitionRecord`/
-`PartitionChangeRecord` (`leader=2, … leaderEpoch=5`) and a broker's `starts at leader epoch 5`.
+`PartitionChangeRecord` (`leader=2, … leaderEpoch=5`) and a broker's `starts at leader epoch 5`;
+unclean elections from a KRaft controller's `UNCLEAN partition change for T-K …: leader: -1 -> 3,
+leaderRecoveryState: RECOVERED -> RECOVERING, leaderEpoch: 1 -> 2` (PartitionRegistration logs a
+change as UNCLEAN while the partition's leader recovery state is RECOVERING).
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ STARTS = re.compile(r"starts at leader epoch (\d+)")
 # 2 as scenario-0's leader from such a line).
 FOLLOWER = re.compile(r"\bFollower \S+ starts at leader epoch (\d+).*?Current leader is (-?\d+)")
 BROKER = re.compile(r"\bbroker=(\d+)")
+UNCLEAN_CHANGE = "UNCLEAN partition change for "
+CHANGED_LEADER = re.compile(r"\bleader: (-?\d+) -> (-?\d+)")
+CHANGED_EPOCH = re.compile(r"\bleaderEpoch: (\d+) -> (\d+)")
 MAX_QUOTES = 20  # lines quoted per example; the rest are counted
 MAX_LINES_PER_PARTITION = 50_000  # lines kept per partition (a run's logs mention one rarely)
 FILES = ("server.log", "controller.log", "state-change.log")
@@ -120,3 +126,21 @@ class LogView:
                 return {"leader": int(b.group(1)) if b else int(x.broker) if x.broker.isdigit() else None,
                         "epoch": int(starts.group(1)), "wall_ns": x.wall_ns, "file": x.file, "line": x.line_no}
         return None
+
+    def unclean_elections(self, key: int) -> list[dict[str, Any]]:
+        """The unclean elections of partition `key` (a leader chosen with its leader recovery state
+        going RECOVERED -> RECOVERING: no in-sync or eligible replica was there to elect), one per
+        new leader epoch, in epoch order. Every controller logs a change again when it replays the
+        metadata log (a restarted one, minutes later), so the earliest line of an epoch is kept."""
+        found: dict[int, dict[str, Any]] = {}
+        for x in self.by_key.get(key) or []:
+            if UNCLEAN_CHANGE not in x.text or "RECOVERED -> RECOVERING" not in x.text:
+                continue
+            leader, epoch = CHANGED_LEADER.search(x.text), CHANGED_EPOCH.search(x.text)
+            if not leader or not epoch or int(leader.group(2)) < 0:
+                continue
+            e = int(epoch.group(2))
+            if e not in found or x.wall_ns < found[e]["wall_ns"]:
+                found[e] = {"leader": int(leader.group(2)), "was": int(leader.group(1)), "epoch": e,
+                            "wall_ns": x.wall_ns, "file": x.file, "line": x.line_no}
+        return [found[e] for e in sorted(found)]

@@ -115,6 +115,31 @@ def _written(ctx: dict[str, Any], verb: str = "acknowledged") -> str:
             f"{_leader_clause(ctx)} {faults_phrase(ctx)}")
 
 
+def _unclean_clause(ctx: dict[str, Any]) -> str:
+    """'; broker 3 was made leader of queue-0 by an unclean election at … (leader epoch 2, …); its
+    log of queue-0 had come back with log end offset 0 …; 3 power cuts struck it since the
+    acknowledgement, one at … dropping 6,539 bytes and 65 files it had not fsynced' (elections.py)."""
+    said = []
+    for e in ctx.get("unclean_elections") or []:
+        at = when(e) if e.get("t_s") is not None else "at an unknown time"
+        text = (f"broker {e['leader']} was made leader of {ctx.get('partition')} by an unclean election {at} "
+                f"(leader epoch {e['epoch']}, recovery state RECOVERING: no in-sync or eligible replica was "
+                f"there to elect; {e['file']} line {e['line']})")
+        loaded = e.get("loaded")
+        if loaded:
+            text += (f", with its log of {ctx.get('partition')} loaded at log end offset {loaded['log_end_offset']} "
+                     f"({loaded['file']} line {loaded['line']})")
+        cuts = e.get("power_cuts")
+        if cuts:
+            drops = "; ".join(f"{when(d)} ({d.get('target') or 'one'}) dropping {d['dropped_bytes']:,} bytes and "
+                              f"{d['dropped_files']} files it had not fsynced" for d in cuts["dropping"])
+            n = cuts["count"]
+            text += (f"; {n} power cut{'s' if n > 1 else ''} had struck it since the acknowledgement"
+                     + (f", {drops}" if drops else ", none dropping anything"))
+        said.append(text)
+    return "; " + "; ".join(said) if said else ""
+
+
 def clip(text: str, limit: int) -> tuple[str, str]:
     """(head, rest): `text` cut at the last space before `limit` (never inside a word, unless one
     word is longer than the limit); rest is empty when it fits."""
@@ -140,7 +165,7 @@ def sentence(ctx: dict[str, Any]) -> str:
     if name == "lost-write":
         window = ctx.get("faults_after_s") or 0
         return (f"{_written(ctx)}; consumers later read {p} up to offset {mr.get('offset')} and never returned it; "
-                f"{_read_elsewhere(ctx)}{after_phrase(ctx, f'within {window:g} s of its acknowledgement')}.")
+                f"{_read_elsewhere(ctx)}{_unclean_clause(ctx)}{after_phrase(ctx, f'within {window:g} s of its acknowledgement')}.")
     if name == "unseen":
         past = (f"no consumer read {p} past offset {mr['offset']} (last {when(mr)[3:]})" if mr
                 else f"no consumer read {p} at all")
@@ -153,7 +178,8 @@ def sentence(ctx: dict[str, Any]) -> str:
         acked = f"was acknowledged to a producer for {acked}, " if acked else ""
         read = f"was read as {seen}" if seen else "was never read"
         between = after_phrase(ctx, "between the acknowledgements") if len(ctx.get("acked_at_offset") or []) > 1 else ""
-        return f"offset {o} of {p} {acked}{read}; the writes there were acknowledged {faults_phrase(ctx)}{between}."
+        return (f"offset {o} of {p} {acked}{read}; the writes there were acknowledged {faults_phrase(ctx)}"
+                f"{_unclean_clause(ctx)}{between}.")
     if name == "duplicate":
         where = ", ".join(str(x.get("offset")) for x in ctx.get("positions") or []) or str(o)
         done = ctx.get("completion")

@@ -279,3 +279,53 @@ def test_the_faults_between_two_acknowledgements_at_one_offset_are_named(tmp_pat
     assert "then, between the acknowledgements, broker 2 (leader when struck) was killed at" in got["sentence"]
     assert "(t=4.000 s); broker 1 (the replica to be elected after broker 2) was killed at" in got["sentence"]
     assert "broker 3" not in got["sentence"]
+
+
+def test_an_unclean_election_of_a_power_cut_leader_is_named_with_its_empty_log(tmp_path: Path) -> None:
+    """4.4.0, the first campaign (2026-11-27): broker 3 led queue-0 when a power cut dropped what
+    it had not fsynced; a minute later, no in-sync or eligible replica being unfenced, the
+    controller elected it again as the last known leader, its log empty, and offset 0 went to
+    another value. The sentence names that election (once, though every controller logs it again
+    when it replays the metadata), the log end offset broker 3 loaded, and the cut that dropped
+    data; an election into an epoch before the first value's is not named."""
+    from tests.analysis.histories import Builder, write_run
+
+    b = Builder()
+    b.assign(5, [0])
+    b.send(0, 0, 10, 0)  # t=2 s
+    b.add(5, "invoke", "poll", None)
+    b.add(5, "ok", "poll", {"records": [{"key": 0, "offset": 0, "value": 10, "epoch": 1}]})
+    b.add("nemesis", "info", "power-off", {"target": "leader", "targets": [3], "roles": {"3": ["leader:queue-0"]},
+                                           "dropped": {"3": {"dropped_bytes": 6539, "dropped_files": 65}}})  # t=5 s
+    b.add("nemesis", "info", "power-on", {"targets": [3]})
+    for _ in range(4):
+        b.add("nemesis", "info", "observed", {})  # t=7-10 s: the election comes at t=10.5 s
+    b.send(0, 0, 11, 0)  # t=11 s: offset 0 again
+    b.add(5, "invoke", "poll", None)
+    b.add(5, "ok", "poll", {"records": [{"key": 0, "offset": 0, "value": 11, "epoch": 2}]})
+    for e in b.events:
+        e["time"] *= 10**6
+    run_dir = write_run(tmp_path, b.events, {"history_start_utc": "2026-11-25T03:07:19.000000+00:00"})
+    change = ("INFO [QuorumController id={c}] UNCLEAN partition change for queue-0 with topic ID gdbX: isr: [] -> [3], "
+              "leader: -1 -> 3, leaderRecoveryState: RECOVERED -> RECOVERING, leaderEpoch: {a} -> {b}, elr: [2] -> [], "
+              "lastKnownElr: [3] -> [], partitionEpoch: 4 -> 5 (org.apache.kafka.controller.ReplicationControlManager)")
+    logs = {"1": [f"[2026-11-25T03:07:29,500] {change.format(c=1, a=1, b=2)}",  # the active controller, t=10.5 s
+                  f"[2026-11-25T03:07:21,000] {change.format(c=1, a=0, b=1)}"],  # into epoch 1: before value 10's
+            "2": [f"[2026-11-25T03:09:00,000] {change.format(c=2, a=1, b=2)}"],  # a replay, minutes later
+            "3": ["[2026-11-25T03:07:27,000] INFO Completed load of Log(dir=/var/lib/kafka/data/queue-0, topicId=gdbX, "
+                  "topic=queue, partition=0, highWatermark=0, lastStableOffset=0, logStartOffset=0, logEndOffset=0) "
+                  "with 1 segments (kafka.log.LogManager)"]}
+    for broker, lines in logs.items():
+        (run_dir / "brokers" / broker).mkdir(parents=True)
+        (run_dir / "brokers" / broker / "server.log").write_text("\n".join(lines) + "\n")
+    examples = explain.examples_from_findings(reference.findings(b.events))
+    config = {"topic": "queue", "history_start_utc": "2026-11-25T03:07:19.000000+00:00"}
+    got = explain.explain(run_dir, examples, config)["examples"]["inconsistent-offsets"][0]
+    assert [(e["leader"], e["epoch"], e["file"]) for e in got["unclean_elections"]] == [(3, 2, "brokers/1/server.log")]
+    election = got["unclean_elections"][0]
+    assert election["t_s"] == 10.5 and election["loaded"]["log_end_offset"] == 0
+    assert election["power_cuts"]["count"] == 1 and election["power_cuts"]["dropping"][0]["dropped_bytes"] == 6539
+    assert ("broker 3 was made leader of queue-0 by an unclean election at 03:07:29.500 UTC (t=10.500 s) (leader "
+            "epoch 2, recovery state RECOVERING") in got["sentence"]
+    assert "loaded at log end offset 0 (brokers/3/server.log line 1)" in got["sentence"]
+    assert "dropping 6,539 bytes and 65 files it had not fsynced" in got["sentence"]

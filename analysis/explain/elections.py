@@ -1,0 +1,57 @@
+"""Unclean elections that explain a loss: a replica without the acknowledged records made leader.
+
+On Kafka 4.x with ELR (KIP-966), when neither the ISR nor the ELR has a replica to elect, the
+controller elects the last known leader once it is back, even with unclean.leader.election.enable
+false ("Select the last known leader if it is unfenced", Kafka's operations guide), and marks the
+partition RECOVERING. A last known leader whose power was cut comes back without what it had not
+fsynced: the first campaign on 4.4.0 (2026-11-27, docs/guided.md) lost offsets 0-272 of queue-0
+that way, and the explanation named 40 faults but not the election. Facts only; text.py tells them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from analysis.explain import logs
+from analysis.explain.timeline import Fault
+
+MAX_ELECTIONS = 3  # unclean elections named per example
+
+
+LOADED = re.compile(r"Completed load of Log\(.*?\blogEndOffset=(\d+)")
+
+
+def unclean_between(log_view: logs.LogView, key: int, faults: list[Fault], start_ns: int | None, utc: Any,
+                    after_epoch: int | None, upto_epoch: int | None, since_s: float | None) -> list[dict[str, Any]]:
+    """Partition `key`'s unclean elections into a leader epoch above `after_epoch` and at most
+    `upto_epoch` (either may be unknown), each with what the elected broker held: the log end
+    offset it last loaded the partition's log with before the election (`loaded`), and its power
+    cuts from `since_s` (the lost record's acknowledgement) to the election (`power_cuts`: how
+    many, and those that dropped bytes or files it had not fsynced)."""
+    out = []
+    for e in log_view.unclean_elections(key):
+        if (after_epoch is not None and e["epoch"] <= after_epoch) or (upto_epoch is not None and e["epoch"] > upto_epoch):
+            continue
+        t_s = (e["wall_ns"] - start_ns) / 1e9 if start_ns is not None else None
+        item: dict[str, Any] = {k: e[k] for k in ("leader", "was", "epoch", "file", "line")}
+        item["t_s"] = round(t_s, 3) if t_s is not None else None
+        item["utc"] = utc(t_s)
+        loads = [x for x in log_view.by_key.get(key) or []
+                 if x.broker == str(e["leader"]) and x.wall_ns <= e["wall_ns"] and LOADED.search(x.text)]
+        if loads:
+            last = loads[-1]
+            item["loaded"] = {"log_end_offset": int(LOADED.search(last.text).group(1)), "file": last.file,
+                              "line": last.line_no, "t_s": round((last.wall_ns - start_ns) / 1e9, 3) if start_ns else None}
+        cuts = [f for f in faults if f.f == "power-off" and e["leader"] in f.targets
+                and (since_s is None or f.start_s >= since_s) and (t_s is None or f.start_s <= t_s)]
+        if cuts:
+            dropping = []
+            for f in cuts:
+                d = (f.detail.get("dropped") or {}).get(str(e["leader"])) or {}
+                if d.get("dropped_bytes") or d.get("dropped_files"):
+                    dropping.append({"t_s": round(f.start_s, 3), "utc": utc(f.start_s), "target": f.detail.get("target"),
+                                     "dropped_bytes": d.get("dropped_bytes") or 0, "dropped_files": d.get("dropped_files") or 0})
+            item["power_cuts"] = {"count": len(cuts), "dropping": dropping}
+        out.append(item)
+    return out[:MAX_ELECTIONS]
