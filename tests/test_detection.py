@@ -85,7 +85,8 @@ def test_other_settings_are_another_measurement(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("option, value, key", [("compare_replicas", True, "compare_replicas"),
-                                               ("crash_clients_s", 5.0, "crash_clients_s")])
+                                               ("crash_clients_s", 5.0, "crash_clients_s"),
+                                               ("controllers", 3, "controllers")])
 def test_an_option_is_another_measurement_and_absent_from_the_key_when_off(tmp_path: Path, option, value, key) -> None:
     """Rows recorded before the option existed keep their key: the setting is there only when on."""
     seen = []
@@ -200,3 +201,16 @@ def test_a_schedule_is_another_measurement_whose_rows_count_states(tmp_path: Pat
     text = Detection(runs).markdown()
     assert "| 0.10.2.2 | no-idempotence | guided | 2 | 0 | - | 0 | 0 | 0 | 15.0 | 30.0 |" in text
     assert "| 0.10.2.2 | random | 1 | valid |" in text
+
+
+def test_detect_refuses_the_quorum_package_without_dedicated_controllers(tmp_path: Path) -> None:
+    """A campaign with every generic package once stopped at its first run: quorum needs a quorum of
+    dedicated controllers. detect now says so before any cluster starts, and names --controllers."""
+    from click.testing import CliRunner
+
+    from harness.experiments.commands import detect
+
+    out = CliRunner().invoke(detect, ["--kafka-versions", "4.4.0", "--nemesis", "kill,quorum", "--seeds", "1",
+                                    "--store", str(tmp_path / "store")])
+    assert out.exit_code == 2 and "add --controllers 3" in out.output
+    assert not (tmp_path / "store").exists()

@@ -93,6 +93,10 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
 @click.option("--crash-clients", default=None, type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Each run crashes its producers after a random life of mean SECONDS (run --crash-clients). "
                    "A separate measurement in the ledger.")
+@click.option("--controllers", default=0, show_default=True, type=click.IntRange(0, 5),
+              help="Dedicated KRaft controllers of every run (run --controllers; 0: every broker is also a "
+                   "controller). The quorum package and membership's decommission need 3 or more. A separate "
+                   "measurement in the ledger.")
 @click.option("--markdown", "markdown_out", default=None, type=click.Path(dir_okay=False),
               help="Also write the tables to this Markdown file.")
 @click.option("--schedule", default=None, type=click.Choice(["random", "guided"]),
@@ -110,8 +114,8 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
 @click.pass_context
 def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: str, time_limit: float, nemesis: str,
            nemesis_interval: float, rate: float, store: str, spark_master: str | None, compare_replicas: bool,
-           crash_clients: float | None, markdown_out: str | None, schedule: str | None, campaign: float | None,
-           recipes: bool) -> None:
+           crash_clients: float | None, controllers: int, markdown_out: str | None, schedule: str | None,
+           campaign: float | None, recipes: bool) -> None:
     """Detection power of the random schedule: `safe` runs under role-aware kill, partition and
     pause faults, per Kafka version and seed, counting the runs that are invalid because of a
     forbidden loss or divergence.
@@ -127,6 +131,10 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
         raise click.UsageError("--campaign chooses the seeds (1, 2, ... until the budget is spent); drop --seeds")
     seed_list, versions = _checked(ctx, kafka_versions, profile, "1" if campaign else seeds, recipes)
     plans = _plans(versions, nemesis, compare_replicas, crash_clients, recipes)
+    for _, r in plans:  # the quorum package without a quorum to change: exit 2 before any cluster starts
+        if controllers < 3 and "quorum" in r.nemesis.split("+"):
+            raise click.BadParameter("the quorum package changes the controller quorum, which needs 3 or more "
+                                     "dedicated controllers; add --controllers 3", param_hint="--nemesis")
     if schedule == "guided":
         from nemesis.guided.scheduler import refuse_recipes
 
@@ -164,7 +172,7 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
             runs += run_detection(target, vs, seeds, time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate,
                                   packages=_packages(r.nemesis.replace("+", ","), "detection runs"), spark=spark,
                                   on_run=progress, compare_replicas=r.compare_replicas, profile=profile,
-                                  crash_clients_s=r.crash_clients_s, schedule=schedule).runs
+                                  crash_clients_s=r.crash_clients_s, schedule=schedule, controllers=controllers).runs
         return runs
 
     if campaign is None:

@@ -163,6 +163,7 @@ def run_detection(
     profile: str | None = None,
     crash_clients_s: float | None = None,
     schedule: str | None = None,
+    controllers: int = 0,
 ) -> Detection:
     """Every version × seed not yet in STORE's ledger, in seed order within each version; returns
     the runs of this measurement (ledger rows included), each checked as soon as it ends."""
@@ -171,6 +172,8 @@ def run_detection(
         settings["compare_replicas"] = True
     if crash_clients_s is not None:  # likewise
         settings["crash_clients_s"] = crash_clients_s
+    if controllers:  # likewise: dedicated KRaft controllers (run --controllers)
+        settings["controllers"] = controllers
     if schedule is not None:  # likewise: a watched random run or a guided one (docs/guided.md)
         settings["schedule"] = schedule
     if schedule == "guided":  # each design of the scheduler is its own measurement
@@ -223,12 +226,13 @@ def _execute(store: Path, version: str, profile: str, seed: int, settings: dict[
     packages = list(settings["nemesis"])
     config = RunConfig(store=store / version, profile=profile, kafka_version=version, time_limit_s=settings["time_limit_s"],
                        rate=settings["rate"], seed=seed, compare_replicas=bool(settings.get("compare_replicas")),
-                       crash_clients_s=settings.get("crash_clients_s"),
+                       crash_clients_s=settings.get("crash_clients_s"), controllers=int(settings.get("controllers") or 0),
                        command_line=["python", "-m", "harness", "detect", "--kafka-versions", version, "--profile", profile,
                                      "--seeds", str(seed),
                                      "--time-limit", str(settings["time_limit_s"]), "--nemesis", ",".join(packages)]
                        + (["--compare-replicas"] if settings.get("compare_replicas") else [])
-                       + (["--crash-clients", str(settings["crash_clients_s"])] if settings.get("crash_clients_s") else []))
+                       + (["--crash-clients", str(settings["crash_clients_s"])] if settings.get("crash_clients_s") else [])
+                       + (["--controllers", str(settings["controllers"])] if settings.get("controllers") else []))
     try:
         if settings.get("schedule"):
             run_dir, results = _scheduled_run(config, packages, settings, finisher)
