@@ -115,6 +115,8 @@ def test_the_page_shows_the_numbers_finds_and_replay_commands(store: Path, tmp_p
     assert cells["random"] == ["2", "0", "1", "50%", "2.0", "1.5", "3", "3", "240"]
     assert cells["guided"] == ["1", "0", "0", "0%", "2.0", "1.0", "2", "1", "60"]
     assert "160 s (120 s of earlier runs + 40.5 s into run 2)" in text
+    # each find's why, shown under its row (not only as a tooltip); no why for a run that found nothing
+    assert text.count("<b>Why:</b>") == 1 and "<b>Why:</b> lost-write: value 7 was acknowledged and never read" in text
     assert "<svg" in text and "<script src" not in text  # static SVG, nothing fetched
 
 

@@ -4,7 +4,7 @@ On Kafka 4.x with ELR (KIP-966), when neither the ISR nor the ELR has a replica 
 controller elects the last known leader once it is back, even with unclean.leader.election.enable
 false ("Select the last known leader if it is unfenced", Kafka's operations guide), and marks the
 partition RECOVERING. A last known leader whose power was cut comes back without what it had not
-fsynced: the first campaign on 4.4.0 (2026-11-27, docs/guided.md) lost offsets 0-272 of queue-0
+fsynced: the first campaign on 4.4.0 (2026-11-27, docs/campaigns.md) lost queue-0's 66 records
 that way, and the explanation named 40 faults but not the election. Facts only; text.py tells them.
 """
 

@@ -139,6 +139,21 @@ def replays_text(r: CampaignRun, base: Path) -> str:
     return f"<b>reproduced {k} of {len(r.replays)}</b>: {ids}"
 
 
+WHY_SHOWN = 400  # characters of the sentence shown; the rest opens on a click
+
+
+def why_row(r: CampaignRun) -> str:
+    """A find's explanation under its row: what results.json's first loss example says (the
+    election, the cuts, the faults), the first WHY_SHOWN characters, the rest in a <details>."""
+    if not r.first_evidence:
+        return ""
+    from analysis.explain.text import clip
+
+    head, rest = clip(r.first_evidence, WHY_SHOWN)
+    more = f" <details><summary>… the rest</summary>{escape(rest)}</details>" if rest else ""
+    return f"<tr><td></td><td colspan=7><b>Why:</b> {escape(head)}{more}</td></tr>"
+
+
 def finds_table(groups: list[Group], base: Path) -> str:
     rows = []
     for g in groups:
@@ -152,7 +167,7 @@ def finds_table(groups: list[Group], base: Path) -> str:
                     f"<td>{_link(r.run_dir / 'report.html', base, r.run_id)}</td><td class=n>{r.row.seed}</td>"
                     f"<td>{escape(_what(r))}</td><td>run {n}, after {before + r.workload_s:,.0f} s of workload</td>"
                     f"<td>{evidence}</td><td><pre>{escape(r.replay_command)}</pre></td>"
-                    f"<td>{replays_text(r, base)}</td></tr>")
+                    f"<td>{replays_text(r, base)}</td></tr>" + why_row(r))
             before += r.workload_s
     if not rows:
         return "<p>No run found a forbidden loss or divergence.</p>"
@@ -162,7 +177,7 @@ def finds_table(groups: list[Group], base: Path) -> str:
             "<p class=muted>A replay repeats the run's executed faults at their recorded times on their recorded targets "
             "(docs/commands.md); <code>replay-find</code> replays it N times into the store and counts the replays that "
             "found a loss or divergence again (any: not necessarily the same records; each replay's report says which). "
-            "The first evidence's sentence is the cell's tooltip.</p>")
+            "Under each find, why: its first loss example's sentence, from the run's results.json.</p>")
 
 
 def runs_table(groups: list[Group], base: Path) -> str:
