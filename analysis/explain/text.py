@@ -116,9 +116,9 @@ def _written(ctx: dict[str, Any], verb: str = "acknowledged") -> str:
 
 
 def _unclean_clause(ctx: dict[str, Any]) -> str:
-    """'; broker 3 was made leader of queue-0 by an unclean election at … (leader epoch 2, …); its
-    log of queue-0 had come back with log end offset 0 …; 3 power cuts struck it since the
-    acknowledgement, one at … dropping 6,539 bytes and 65 files it had not fsynced' (elections.py)."""
+    """'; broker 3 was made leader of queue-0 by an unclean election at … (leader epoch 2, …), with
+    its log of queue-0 loaded at log end offset 0 (…); 2 power cuts had struck it since the
+    acknowledgement, at … dropping 6,539 bytes and 65 files it had not fsynced' (elections.py)."""
     said = []
     for e in ctx.get("unclean_elections") or []:
         at = when(e) if e.get("t_s") is not None else "at an unknown time"
