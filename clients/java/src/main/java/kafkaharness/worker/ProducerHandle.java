@@ -8,9 +8,8 @@ import java.util.Iterator;
 import java.util.Map;
 import java.util.Properties;
 import java.util.SplittableRandom;
-import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -30,19 +29,11 @@ final class ProducerHandle extends Handle {
     private long lastPid = -1;
     private int lastEpoch = -1;
     private volatile Object lastToken; // the ProducerIdAndEpoch object last looked at (TxnState.pidEpochToken)
-    // The feed: the queue workload's produce loop run here, recording into two rings of rows
-    // (Out.java): the feed thread's invokes and the I/O thread's acknowledgements.
+    // The feed: the queue workload's produce loop run here, recording into Out's rows.
     private volatile boolean feeding;
     private Thread feeder;
     private volatile long feedNext;
-    private RowRing invokes;
-    private volatile RowRing acks;
-    private final AtomicReference<Thread> ackThread = new AtomicReference<>(); // the one writer of acks
-    // Sends fed, and outcomes come, each counted by one thread (lazySet: a plain store on x86, where
-    // one counter both threads added to cost two locked instructions a send); pending = fed - done.
-    private final AtomicLong fedCount = new AtomicLong();
-    private final AtomicLong ackedCount = new AtomicLong();
-    private final AtomicLong otherDone = new AtomicLong(); // failures, and acks off the I/O thread
+    private final AtomicLong feedPending = new AtomicLong();
 
     ProducerHandle(Worker worker, int h, Properties props, boolean reportPid) {
         super(worker, h, "producer");
@@ -106,16 +97,16 @@ final class ProducerHandle extends Handle {
                         feeder.join();
                         feeder = null;
                     }
-                    return "\"n\":" + feedNext + ",\"pending\":" + feedPending();
+                    return "\"n\":" + feedNext + ",\"pending\":" + feedPending.get();
                 });
                 return;
             case "feed_flush":
                 submit(id, () -> {
                     long until = System.nanoTime() + req.path("ms").asLong(0) * 1_000_000L;
-                    while (feedPending() > 0 && System.nanoTime() < until) {
+                    while (feedPending.get() > 0 && System.nanoTime() < until) {
                         Thread.sleep(5);
                     }
-                    return "\"pending\":" + feedPending();
+                    return "\"pending\":" + feedPending.get();
                 });
                 return;
             case "purge":
@@ -134,7 +125,6 @@ final class ProducerHandle extends Handle {
                     try {
                         producer.close(Duration.ZERO);
                     } finally {
-                        retireRings();
                         shutdown();
                     }
                     return "";
@@ -185,10 +175,6 @@ final class ProducerHandle extends Handle {
         double rate = req.path("rate").asDouble(0);
         long seed = req.path("seed").asLong(0);
         long n0 = req.path("n").asLong(0);
-        if (invokes == null) {
-            invokes = worker.out.ring(h, false);
-            acks = worker.out.ring(h, true);
-        }
         feeding = true;
         feedNext = n0;
         feeder = new Thread(() -> feed(process, topic, w, producers, partitions, rate, seed, n0), "feed-" + h);
@@ -199,7 +185,7 @@ final class ProducerHandle extends Handle {
 
     private void feed(int process, String topic, int w, int producers, int partitions, double rate, long seed, long n0) {
         SplittableRandom rng = new SplittableRandom(seed * 1_000_003L + w);
-        RowRing rows = invokes;
+        Out out = worker.out;
         long began = System.nanoTime();
         long n = n0;
         long sent = 0;
@@ -213,8 +199,8 @@ final class ProducerHandle extends Handle {
                 for (long i = Math.min(due, 2000); i > 0 && feeding; i--) {
                     int p = rng.nextInt(partitions);
                     long v = n * producers + w;
-                    rows.row(Out.INVOKE, System.nanoTime(), process, p, v, -1, -1);
-                    fedCount.lazySet(fedCount.get() + 1); // this thread is its only writer
+                    out.row(h, Out.INVOKE, System.nanoTime(), process, p, v, -1, -1);
+                    feedPending.incrementAndGet();
                     FeedOutcome outcome = new FeedOutcome(process, p, v);
                     try {
                         producer.send(new ProducerRecord<>(topic, p, null,
@@ -246,23 +232,6 @@ final class ProducerHandle extends Handle {
         // The consumer's group metadata is read on the consumer's own thread (it is not thread-safe).
         ConsumerGroupMetadata group = consumer.await(consumer::groupMetadata, 60_000);
         producer.sendOffsetsToTransaction(offsets, group);
-    }
-
-    private static final AtomicIntegerFieldUpdater<FeedOutcome> DONE =
-            AtomicIntegerFieldUpdater.newUpdater(FeedOutcome.class, "done"); // no AtomicBoolean a send
-
-    /** Sends fed and not yet answered (the outcomes' counts read first: never below 0). */
-    private long feedPending() {
-        long done = ackedCount.get() + otherDone.get();
-        return fedCount.get() - done;
-    }
-
-    /** After the producer's close: its rings' last rows are written, then the rings are dropped. */
-    private void retireRings() {
-        if (invokes != null) {
-            worker.out.retire(invokes);
-            worker.out.retire(acks);
-        }
     }
 
     /** Tell Python the producer id and epoch when they change (idempotent producers only). */
@@ -299,7 +268,7 @@ final class ProducerHandle extends Handle {
         private final int process;
         private final int p;
         private final long v;
-        volatile int done; // 1 once an outcome was taken (DONE)
+        private final AtomicBoolean done = new AtomicBoolean();
 
         FeedOutcome(int process, int p, long v) {
             this.process = process;
@@ -309,22 +278,16 @@ final class ProducerHandle extends Handle {
 
         @Override
         public void onCompletion(RecordMetadata md, Exception e) {
-            if (!DONE.compareAndSet(this, 0, 1)) {
+            if (!done.compareAndSet(false, true)) {
                 return;
             }
-            Thread me = Thread.currentThread();
-            if (e == null && (ackThread.get() == me || ackThread.compareAndSet(null, me))) {
-                acks.row(Out.OK, System.nanoTime(), process, p, v, md.offset(), -1);
-                ackedCount.lazySet(ackedCount.get() + 1); // the I/O thread is its only writer
+            if (e == null) {
+                worker.out.row(h, Out.OK, System.nanoTime(), process, p, v, md.offset(), -1);
             } else {
-                if (e == null) { // an acknowledgement on a thread other than the I/O thread: not seen, but kept
-                    worker.out.row(h, Out.OK, System.nanoTime(), process, p, v, md.offset(), -1);
-                } else {
-                    worker.out.line("{\"ev\":\"feedfail\",\"h\":" + h + ",\"k\":" + p + ",\"v\":" + v
-                            + ",\"err\":" + Failure.json(e, ProducerHandle.this) + "}");
-                }
-                otherDone.incrementAndGet();
+                worker.out.line("{\"ev\":\"feedfail\",\"h\":" + h + ",\"k\":" + p + ",\"v\":" + v + ",\"err\":"
+                        + Failure.json(e, ProducerHandle.this) + "}");
             }
+            feedPending.decrementAndGet();
             checkPid();
         }
     }
