@@ -139,7 +139,7 @@ def replays_text(r: CampaignRun, base: Path) -> str:
     return f"<b>reproduced {k} of {len(r.replays)}</b>: {ids}"
 
 
-WHY_SHOWN = 400  # characters of the sentence shown; the rest opens on a click
+WHY_SHOWN = 800  # characters of the sentence shown (an unclean election is named after about 600); the rest opens on a click
 
 
 def why_row(r: CampaignRun) -> str:
