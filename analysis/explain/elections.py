@@ -41,8 +41,8 @@ def unclean_between(log_view: logs.LogView, key: int, faults: list[Fault], start
                  if x.broker == str(e["leader"]) and x.wall_ns <= e["wall_ns"] and LOADED.search(x.text)]
         if loads:
             last = loads[-1]
-            item["loaded"] = {"log_end_offset": int(LOADED.search(last.text).group(1)), "file": last.file,
-                              "line": last.line_no, "t_s": round((last.wall_ns - start_ns) / 1e9, 3) if start_ns else None}
+            item["loaded"] = {"log_end_offset": int(LOADED.search(last.text).group(1)), "file": last.file, "line": last.line_no,
+                              "t_s": round((last.wall_ns - start_ns) / 1e9, 3) if start_ns is not None else None}
         cuts = [f for f in faults if f.f == "power-off" and e["leader"] in f.targets
                 and (since_s is None or f.start_s >= since_s) and (t_s is None or f.start_s <= t_s)]
         if cuts:
@@ -54,4 +54,6 @@ def unclean_between(log_view: logs.LogView, key: int, faults: list[Fault], start
                                      "dropped_bytes": d.get("dropped_bytes") or 0, "dropped_files": d.get("dropped_files") or 0})
             item["power_cuts"] = {"count": len(cuts), "dropping": dropping}
         out.append(item)
-    return out[:MAX_ELECTIONS]
+        if len(out) == MAX_ELECTIONS:
+            break
+    return out

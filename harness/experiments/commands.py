@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 import click
 from rich.console import Console
 
+from harness.errors import HarnessError
+
 if TYPE_CHECKING:
     from harness.experiments.regression import Recipe
 
@@ -131,10 +133,15 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
         raise click.UsageError("--campaign chooses the seeds (1, 2, ... until the budget is spent); drop --seeds")
     seed_list, versions = _checked(ctx, kafka_versions, profile, "1" if campaign else seeds, recipes)
     plans = _plans(versions, nemesis, compare_replicas, crash_clients, recipes)
-    for _, r in plans:  # the quorum package without a quorum to change: exit 2 before any cluster starts
-        if controllers < 3 and "quorum" in r.nemesis.split("+"):
-            raise click.BadParameter("the quorum package changes the controller quorum, which needs 3 or more "
-                                     "dedicated controllers; add --controllers 3", param_hint="--nemesis")
+    for vs, r in plans:  # quorum without a quorum it can change (the run's own check): exit 2 before any cluster starts
+        if "quorum" in r.nemesis.split("+"):
+            from harness.cluster.quorum import refuse_dynamic
+
+            for version in vs:
+                try:
+                    refuse_dynamic(version, controllers)
+                except HarnessError as exc:
+                    raise click.BadParameter(f"{exc.message} {exc.hint}", param_hint="--nemesis") from None
     if schedule == "guided":
         from nemesis.guided.scheduler import refuse_recipes
 
