@@ -131,12 +131,17 @@ def test_scenario_list_names_every_scenario_and_why_some_cannot_run():
     found = scenarios()
     assert {"kip101-unclean-divergence", "kip279-fast-failover", "kip320-consumer-truncation",
             "kip101-hw-truncation", "kip101-power-loss-divergence", "kip966-last-replica-standing",
-            "kip966-last-replica-standing-elr-off", "kip966-shrink-stale-elr"} <= set(found)
+            "kip966-last-replica-standing-elr-off", "kip966-shrink-stale-elr", "kip966-replaced-disk",
+            "kip966-replaced-disk-kept"} <= set(found)
     for s in found.values():
         assert s.runnable == (s.steps is not None)
         assert s.runnable or s.reason
     assert all(found[n].lossy_data and found[n].runnable for n in found if n.startswith(("kip101-power", "kip966-last-replica")))
     assert found["kip966-shrink-stale-elr"].needs_kraft and not found["kip966-shrink-stale-elr"].lossy_data  # a kill, no power cut
+    for name in ("kip966-replaced-disk", "kip966-replaced-disk-kept"):  # kills and a disk swap; every append fsynced
+        s = found[name]
+        assert s.needs_kraft and s.controller_apart and not s.lossy_data and s.replication_factor == 3 and s.acks == "all"
+        assert s.shows_bug({"headline": {"lost": 1}}) and not s.shows_bug({"headline": {"lost": 0}})
 
 
 def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -237,3 +242,25 @@ def test_the_stale_elr_scenario_runs_and_its_control_comes_back(tmp_path):
     assert o["control_leader_after_B_back"], o["control_after_B_back"]
     assert o["partition_after_shrink"]["Replicas"] == str(s["roles"]["B"])
     assert s["headline"]["lost"] == 0 and s["bug_shown"] == (bool(o["stale_elr_after_shrink"]) and not o["leader_after_B_back"])
+
+
+@pytest.mark.docker
+@pytest.mark.chaos
+def test_the_replaced_disk_scenario_and_its_control(tmp_path):
+    """Nightly (~8 min): kip966-replaced-disk and its control on the default Kafka. The control (C's
+    disk kept) must lose nothing and keep C's directory id, or the pair proves nothing; the replaced
+    leg must give C a new directory id. Whether the controller elects C on its empty disk (the 4.4.0
+    campaign's finding, 2026-11-27) is the run's to report, as bug_shown."""
+    runs = {}
+    for name in ("kip966-replaced-disk-kept", "kip966-replaced-disk"):
+        out = _cli("run", name, "--store", str(tmp_path / name), "--no-check", timeout=900)
+        assert out.returncode == 0, out.stderr[-3000:]
+        run_dir = next(p for p in (tmp_path / name).iterdir() if (p / "scenario.json").exists())
+        runs[name] = json.loads((run_dir / "scenario.json").read_text())
+        assert runs[name]["status"] == "completed", runs[name]["incomplete_reason"]
+    kept, replaced = runs["kip966-replaced-disk-kept"], runs["kip966-replaced-disk"]
+    assert kept["observations"]["acked"] == 50 and kept["headline"]["lost"] == 0 and not kept["bug_shown"]
+    assert kept["observations"]["directory_id_before"] == kept["observations"]["directory_id_after"]
+    before, after = replaced["observations"]["directory_id_before"], replaced["observations"]["directory_id_after"]
+    assert before and after and before != after
+    assert replaced["bug_shown"] == (replaced["headline"]["lost"] > 0)
