@@ -5,7 +5,10 @@ controller elects the last known leader once it is back, even with unclean.leade
 false ("Select the last known leader if it is unfenced", Kafka's operations guide), and marks the
 partition RECOVERING. A last known leader whose power was cut comes back without what it had not
 fsynced: the first campaign on 4.4.0 (2026-11-27, docs/campaigns.md) lost queue-0's 66 records
-that way, and the explanation named 40 faults but not the election. Facts only; text.py tells them.
+that way, and the explanation named 40 faults but not the election. A last known leader whose data
+disk was replaced comes back with nothing: its broker creates the partition's log again, empty
+("Created log for partition"), and the controller still elects it (the campaign's seed 5, 3,191
+offsets). Facts only; text.py tells them.
 """
 
 from __future__ import annotations
@@ -15,20 +18,23 @@ from typing import Any
 
 from analysis.explain import logs
 from analysis.explain.timeline import Fault
+from harness.history.faults import DISK_SWAP, POWER
 
 MAX_ELECTIONS = 3  # unclean elections named per example
 
 
 LOADED = re.compile(r"Completed load of Log\(.*?\blogEndOffset=(\d+)")
+CREATED = re.compile(r"\bCreated log for partition \S+ in ")  # a new log: empty (LogManager, Kafka 2.x-4.x)
 
 
 def unclean_between(log_view: logs.LogView, key: int, faults: list[Fault], start_ns: int | None, utc: Any,
                     after_epoch: int | None, upto_epoch: int | None, since_s: float | None) -> list[dict[str, Any]]:
     """Partition `key`'s unclean elections into a leader epoch above `after_epoch` and at most
     `upto_epoch` (either may be unknown), each with what the elected broker held: the log end
-    offset it last loaded the partition's log with before the election (`loaded`), and its power
-    cuts from `since_s` (the lost record's acknowledgement) to the election (`power_cuts`: how
-    many, and those that dropped bytes or files it had not fsynced)."""
+    offset it last loaded the partition's log with before the election (`loaded`; 0 and `created`
+    when it last created the log instead), its power cuts from `since_s` (the lost record's
+    acknowledgement) to the election (`power_cuts`: how many, and those that dropped bytes or files
+    it had not fsynced), and its data disk's replacements in that window (`disk_swaps`)."""
     out = []
     for e in log_view.unclean_elections(key):
         if (after_epoch is not None and e["epoch"] <= after_epoch) or (upto_epoch is not None and e["epoch"] > upto_epoch):
@@ -38,13 +44,20 @@ def unclean_between(log_view: logs.LogView, key: int, faults: list[Fault], start
         item["t_s"] = round(t_s, 3) if t_s is not None else None
         item["utc"] = utc(t_s)
         loads = [x for x in log_view.by_key.get(key) or []
-                 if x.broker == str(e["leader"]) and x.wall_ns <= e["wall_ns"] and LOADED.search(x.text)]
+                 if x.broker == str(e["leader"]) and x.wall_ns <= e["wall_ns"] and (LOADED.search(x.text) or CREATED.search(x.text))]
         if loads:
             last = loads[-1]
-            item["loaded"] = {"log_end_offset": int(LOADED.search(last.text).group(1)), "file": last.file, "line": last.line_no,
-                              "t_s": round((last.wall_ns - start_ns) / 1e9, 3) if start_ns is not None else None}
-        cuts = [f for f in faults if f.f == "power-off" and e["leader"] in f.targets
-                and (since_s is None or f.start_s >= since_s) and (t_s is None or f.start_s <= t_s)]
+            m = LOADED.search(last.text)
+            item["loaded"] = {"log_end_offset": int(m.group(1)) if m else 0, "created": m is None, "file": last.file,
+                              "line": last.line_no, "t_s": round((last.wall_ns - start_ns) / 1e9, 3) if start_ns is not None else None}
+
+        def struck(kind: str) -> list[Fault]:
+            return [f for f in faults if f.f == kind and e["leader"] in f.targets
+                    and (since_s is None or f.start_s >= since_s) and (t_s is None or f.start_s <= t_s)]
+        swaps = struck(DISK_SWAP.start)
+        if swaps:
+            item["disk_swaps"] = [{"t_s": round(f.start_s, 3), "utc": utc(f.start_s)} for f in swaps]
+        cuts = struck(POWER.start)
         if cuts:
             dropping = []
             for f in cuts:

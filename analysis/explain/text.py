@@ -118,7 +118,8 @@ def _written(ctx: dict[str, Any], verb: str = "acknowledged") -> str:
 def _unclean_clause(ctx: dict[str, Any]) -> str:
     """'; broker 3 was made leader of queue-0 by an unclean election at … (leader epoch 2, …), with
     its log of queue-0 loaded at log end offset 0 (…); 2 power cuts had struck it since the
-    acknowledgement, at … dropping 6,539 bytes and 65 files it had not fsynced' (elections.py)."""
+    acknowledgement, at … dropping 6,539 bytes and 65 files it had not fsynced' (elections.py).
+    A log created anew and a replaced disk are said as such."""
     said = []
     for e in ctx.get("unclean_elections") or []:
         at = when(e) if e.get("t_s") is not None else "at an unknown time"
@@ -126,9 +127,15 @@ def _unclean_clause(ctx: dict[str, Any]) -> str:
                 f"(leader epoch {e['epoch']}, recovery state RECOVERING: no in-sync or eligible replica was "
                 f"there to elect; {e['file']} line {e['line']})")
         loaded = e.get("loaded")
-        if loaded:
+        if loaded and loaded.get("created"):
+            text += f", with its log of {ctx.get('partition')} created anew, empty ({loaded['file']} line {loaded['line']})"
+        elif loaded:
             text += (f", with its log of {ctx.get('partition')} loaded at log end offset {loaded['log_end_offset']} "
                      f"({loaded['file']} line {loaded['line']})")
+        swaps = e.get("disk_swaps") or []
+        if swaps:
+            text += (f"; its data disk had been replaced since the acknowledgement, "
+                     + ", ".join(when(d) for d in swaps))
         cuts = e.get("power_cuts")
         if cuts:
             drops = "; ".join(f"{when(d)} ({d.get('target') or 'one'}) dropping {d['dropped_bytes']:,} bytes and "

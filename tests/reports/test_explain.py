@@ -329,3 +329,48 @@ def test_an_unclean_election_of_a_power_cut_leader_is_named_with_its_empty_log(t
             "epoch 2, recovery state RECOVERING") in got["sentence"]
     assert "loaded at log end offset 0 (brokers/3/server.log line 1)" in got["sentence"]
     assert "dropping 6,539 bytes and 65 files it had not fsynced" in got["sentence"]
+
+
+def test_an_unclean_election_of_a_broker_on_a_replaced_disk_names_the_swap_and_the_new_log(tmp_path: Path) -> None:
+    """4.4.0, the campaign's seed 5 (2026-11-27): membership replaced broker 3's disk; broker 3 created
+    queue-0's log again, empty, and the controller elected it as the last known leader. The sentence
+    says the log was created anew (not "loaded at log end offset 0") and when the disk was replaced;
+    a swap of another broker is not named."""
+    from tests.analysis.histories import Builder, write_run
+
+    b = Builder()
+    b.assign(5, [0])
+    b.send(0, 0, 10, 0)  # t=2 s
+    b.add(5, "invoke", "poll", None)
+    b.add(5, "ok", "poll", {"records": [{"key": 0, "offset": 0, "value": 10, "epoch": 1}]})
+    b.add("nemesis", "info", "disk-swap", {"targets": [3], "op": "swap-disk"})  # t=6 s
+    b.add("nemesis", "info", "disk-swapped", {"targets": [3], "formatted": True})
+    b.add("nemesis", "info", "disk-swap", {"targets": [2], "op": "swap-disk"})  # t=8 s: not the elected broker
+    b.add("nemesis", "info", "disk-swapped", {"targets": [2], "formatted": True})
+    for _ in range(2):
+        b.add("nemesis", "info", "observed", {})
+    b.send(0, 0, 11, 0)  # t=11 s: offset 0 again
+    b.add(5, "invoke", "poll", None)
+    b.add(5, "ok", "poll", {"records": [{"key": 0, "offset": 0, "value": 11, "epoch": 2}]})
+    for e in b.events:
+        e["time"] *= 10**6
+    run_dir = write_run(tmp_path, b.events, {"history_start_utc": "2026-11-25T03:07:19.000000+00:00"})
+    logs = {"1": ["[2026-11-25T03:07:29,500] INFO [QuorumController id=1] UNCLEAN partition change for queue-0 with topic "
+                  "ID gdbX: isr: [] -> [3], leader: -1 -> 3, leaderRecoveryState: RECOVERED -> RECOVERING, leaderEpoch: 1 "
+                  "-> 2, lastKnownElr: [3] -> [], partitionEpoch: 4 -> 5 (org.apache.kafka.controller.ReplicationControlManager)"],
+            "3": ["[2026-11-25T03:07:20,000] INFO Completed load of Log(dir=/var/lib/kafka/data/queue-0, topicId=gdbX, "
+                  "topic=queue, partition=0, logEndOffset=1) with 1 segments (kafka.log.LogManager)",  # before the swap
+                  "[2026-11-25T03:07:26,000] INFO Created log for partition queue-0 in /var/lib/kafka/data/queue-0 with "
+                  "properties {} (org.apache.kafka.storage.internals.log.LogManager)"]}
+    for broker, lines in logs.items():
+        (run_dir / "brokers" / broker).mkdir(parents=True)
+        (run_dir / "brokers" / broker / "server.log").write_text("\n".join(lines) + "\n")
+    examples = explain.examples_from_findings(reference.findings(b.events))
+    config = {"topic": "queue", "history_start_utc": "2026-11-25T03:07:19.000000+00:00"}
+    got = explain.explain(run_dir, examples, config)["examples"]["inconsistent-offsets"][0]
+    election = got["unclean_elections"][0]
+    assert election["loaded"] == {"log_end_offset": 0, "created": True, "file": "brokers/3/server.log", "line": 2, "t_s": 7.0}
+    assert [d["t_s"] for d in election["disk_swaps"]] == [6.0] and "power_cuts" not in election
+    assert "with its log of queue-0 created anew, empty (brokers/3/server.log line 2)" in got["sentence"]
+    assert "its data disk had been replaced since the acknowledgement, at 03:07:25.000 UTC (t=6.000 s)" in got["sentence"]
+    assert "loaded at log end offset" not in got["sentence"]
