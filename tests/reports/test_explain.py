@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -281,6 +282,22 @@ def test_the_faults_between_two_acknowledgements_at_one_offset_are_named(tmp_pat
     assert "broker 3" not in got["sentence"]
 
 
+def _offsets_explained(tmp_path: Path, events: list[dict[str, Any]], logs: dict[str, list[str]]) -> dict[str, Any]:
+    """The first inconsistent-offsets example's explanation of a history built in seconds (times
+    scaled to µs; history start 03:07:19 UTC), with these broker logs (broker id: server.log lines)."""
+    from tests.analysis.histories import write_run
+
+    for e in events:
+        e["time"] *= 10**6
+    run_dir = write_run(tmp_path, events, {"history_start_utc": "2026-11-25T03:07:19.000000+00:00"})
+    for broker, lines in logs.items():
+        (run_dir / "brokers" / broker).mkdir(parents=True)
+        (run_dir / "brokers" / broker / "server.log").write_text("\n".join(lines) + "\n")
+    examples = explain.examples_from_findings(reference.findings(events))
+    config = {"topic": "queue", "history_start_utc": "2026-11-25T03:07:19.000000+00:00"}
+    return explain.explain(run_dir, examples, config)["examples"]["inconsistent-offsets"][0]
+
+
 def test_an_unclean_election_of_a_power_cut_leader_is_named_with_its_empty_log(tmp_path: Path) -> None:
     """4.4.0, the first campaign (2026-11-27): broker 3 led queue-0 when a power cut dropped what
     it had not fsynced; a minute later, no in-sync or eligible replica being unfenced, the
@@ -288,7 +305,7 @@ def test_an_unclean_election_of_a_power_cut_leader_is_named_with_its_empty_log(t
     another value. The sentence names that election (once, though every controller logs it again
     when it replays the metadata), the log end offset broker 3 loaded, and the cut that dropped
     data; an election into an epoch before the first value's is not named."""
-    from tests.analysis.histories import Builder, write_run
+    from tests.analysis.histories import Builder
 
     b = Builder()
     b.assign(5, [0])
@@ -303,9 +320,6 @@ def test_an_unclean_election_of_a_power_cut_leader_is_named_with_its_empty_log(t
     b.send(0, 0, 11, 0)  # t=11 s: offset 0 again
     b.add(5, "invoke", "poll", None)
     b.add(5, "ok", "poll", {"records": [{"key": 0, "offset": 0, "value": 11, "epoch": 2}]})
-    for e in b.events:
-        e["time"] *= 10**6
-    run_dir = write_run(tmp_path, b.events, {"history_start_utc": "2026-11-25T03:07:19.000000+00:00"})
     change = ("INFO [QuorumController id={c}] UNCLEAN partition change for queue-0 with topic ID gdbX: isr: [] -> [3], "
               "leader: -1 -> 3, leaderRecoveryState: RECOVERED -> RECOVERING, leaderEpoch: {a} -> {b}, elr: [2] -> [], "
               "lastKnownElr: [3] -> [], partitionEpoch: 4 -> 5 (org.apache.kafka.controller.ReplicationControlManager)")
@@ -315,12 +329,7 @@ def test_an_unclean_election_of_a_power_cut_leader_is_named_with_its_empty_log(t
             "3": ["[2026-11-25T03:07:27,000] INFO Completed load of Log(dir=/var/lib/kafka/data/queue-0, topicId=gdbX, "
                   "topic=queue, partition=0, highWatermark=0, lastStableOffset=0, logStartOffset=0, logEndOffset=0) "
                   "with 1 segments (kafka.log.LogManager)"]}
-    for broker, lines in logs.items():
-        (run_dir / "brokers" / broker).mkdir(parents=True)
-        (run_dir / "brokers" / broker / "server.log").write_text("\n".join(lines) + "\n")
-    examples = explain.examples_from_findings(reference.findings(b.events))
-    config = {"topic": "queue", "history_start_utc": "2026-11-25T03:07:19.000000+00:00"}
-    got = explain.explain(run_dir, examples, config)["examples"]["inconsistent-offsets"][0]
+    got = _offsets_explained(tmp_path, b.events, logs)
     assert [(e["leader"], e["epoch"], e["file"]) for e in got["unclean_elections"]] == [(3, 2, "brokers/1/server.log")]
     election = got["unclean_elections"][0]
     assert election["t_s"] == 10.5 and election["loaded"]["log_end_offset"] == 0
@@ -336,7 +345,7 @@ def test_an_unclean_election_of_a_broker_on_a_replaced_disk_names_the_swap_and_t
     queue-0's log again, empty, and the controller elected it as the last known leader. The sentence
     says the log was created anew (not "loaded at log end offset 0") and when the disk was replaced;
     a swap of another broker is not named."""
-    from tests.analysis.histories import Builder, write_run
+    from tests.analysis.histories import Builder
 
     b = Builder()
     b.assign(5, [0])
@@ -352,9 +361,6 @@ def test_an_unclean_election_of_a_broker_on_a_replaced_disk_names_the_swap_and_t
     b.send(0, 0, 11, 0)  # t=11 s: offset 0 again
     b.add(5, "invoke", "poll", None)
     b.add(5, "ok", "poll", {"records": [{"key": 0, "offset": 0, "value": 11, "epoch": 2}]})
-    for e in b.events:
-        e["time"] *= 10**6
-    run_dir = write_run(tmp_path, b.events, {"history_start_utc": "2026-11-25T03:07:19.000000+00:00"})
     logs = {"1": ["[2026-11-25T03:07:29,500] INFO [QuorumController id=1] UNCLEAN partition change for queue-0 with topic "
                   "ID gdbX: isr: [] -> [3], leader: -1 -> 3, leaderRecoveryState: RECOVERED -> RECOVERING, leaderEpoch: 1 "
                   "-> 2, lastKnownElr: [3] -> [], partitionEpoch: 4 -> 5 (org.apache.kafka.controller.ReplicationControlManager)"],
@@ -362,12 +368,7 @@ def test_an_unclean_election_of_a_broker_on_a_replaced_disk_names_the_swap_and_t
                   "topic=queue, partition=0, logEndOffset=1) with 1 segments (kafka.log.LogManager)",  # before the swap
                   "[2026-11-25T03:07:26,000] INFO Created log for partition queue-0 in /var/lib/kafka/data/queue-0 with "
                   "properties {} (org.apache.kafka.storage.internals.log.LogManager)"]}
-    for broker, lines in logs.items():
-        (run_dir / "brokers" / broker).mkdir(parents=True)
-        (run_dir / "brokers" / broker / "server.log").write_text("\n".join(lines) + "\n")
-    examples = explain.examples_from_findings(reference.findings(b.events))
-    config = {"topic": "queue", "history_start_utc": "2026-11-25T03:07:19.000000+00:00"}
-    got = explain.explain(run_dir, examples, config)["examples"]["inconsistent-offsets"][0]
+    got = _offsets_explained(tmp_path, b.events, logs)
     election = got["unclean_elections"][0]
     assert election["loaded"] == {"log_end_offset": 0, "created": True, "file": "brokers/3/server.log", "line": 2, "t_s": 7.0}
     assert [d["t_s"] for d in election["disk_swaps"]] == [6.0] and "power_cuts" not in election
