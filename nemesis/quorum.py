@@ -42,7 +42,7 @@ from harness.cluster.broker_config import NODE_DIR
 from harness.errors import HarnessError
 from harness.history.faults import KILL, QUORUM, SKIPPED
 from nemesis import steps
-from nemesis.base import Nemesis
+from nemesis.base import NO_TOOL_NODE, Nemesis
 from nemesis.registry import Package, Setting
 
 KILLS = ("none", "kill")
@@ -123,6 +123,8 @@ class QuorumNemesis(steps.KillInFlight, Nemesis):
         value["roles"] = self.roles([self.cluster.node(i) for i in plan["targets"]])
         if not plan["targets"]:
             return self.skip(QUORUM.start, value, plan.get("why") or "no controller to remove")
+        if not any(node.pid() is not None for node in self.brokers):  # the tool runs in a broker's container
+            return self.skip(QUORUM.start, value, NO_TOOL_NODE)
         if self.removed is not None:  # an earlier addition was refused: add that voter back, remove no other
             skipped = self.skip(QUORUM.start, value, f"controller {self.removed['id']} removed earlier is not a voter again yet; "
                                                      "adding it back instead")
@@ -229,7 +231,7 @@ class QuorumNemesis(steps.KillInFlight, Nemesis):
         for node in self.brokers:
             if node.pid() is not None:
                 return node
-        raise HarnessError("no live broker to run the quorum tool in")
+        raise HarnessError(NO_TOOL_NODE)
 
     def describe(self, what: str) -> tuple[int, str]:
         return run_quorum_tool(self.tool_node(), f"--bootstrap-controller {self.bootstrap()} describe {what}")

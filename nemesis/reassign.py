@@ -36,7 +36,7 @@ from harness.cluster import leadership
 from harness.errors import HarnessError
 from harness.history.faults import KILL, REASSIGN
 from nemesis import steps
-from nemesis.base import Nemesis
+from nemesis.base import NO_TOOL_NODE, Nemesis
 from nemesis.registry import Package, Setting
 
 MOVES = ("shrink", "reorder", "replace")
@@ -128,15 +128,21 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
             return self.skip(REASSIGN.start, value, plan.get("why") or "nothing to move")
         if self.in_flight is not None:
             return self.skip(REASSIGN.start, value, f"a reassignment of {self.in_flight['partition']} is still in flight")
+        if self.any_live(self.spared()) is None:
+            return self.skip(REASSIGN.start, value, NO_TOOL_NODE)
         self.record(REASSIGN.start, value)
         began = time.monotonic()
         topic, partition = plan["partition"].rsplit("-", 1)
         throttle = THROTTLE_BPS if plan["throttle"] == "throttled" else None
         done: list[dict[str, Any]] = []
+        stopped = None
         for n, ids in enumerate(plan["steps"]):
             if self.stopping.is_set():
                 break
-            via = self.live_broker(exclude={self.killed} if self.killed is not None else set())
+            via = self.any_live(self.spared())
+            if via is None:  # every broker went down since the start: the heal moves the rest (owed below)
+                stopped = NO_TOOL_NODE
+                break
             code, out = leadership.reassign(self.cluster, self.version, topic, int(partition), ids, via, "execute", throttle)
             self.in_flight = {"partition": plan["partition"], "ids": ids, "throttle": throttle}
             step: dict[str, Any] = {"replicas": ids, "exit": code, "answer": _tail(out)}
@@ -155,7 +161,8 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
         self.await_restart(float(plan["restart_after_s"]))
         complete = bool(done) and all(s.get("complete") for s in done)
         self.record(REASSIGN.stop, {"targets": plan["targets"], "partition": plan["partition"], "steps": done,
-                                    "complete": complete, "took_s": round(time.monotonic() - began, 2)})
+                                    "complete": complete, "took_s": round(time.monotonic() - began, 2),
+                                    **({"stopped": stopped} if stopped else {})})
         return value
 
     def kill_in_flight(self, victim: int, restart_after_s: float, step: dict[str, Any]) -> None:
@@ -174,7 +181,11 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
         `wait_s` and, with `heed_stop`, by the fault phase's end (the heal's own waits go on)."""
         began, answer = time.monotonic(), ""
         while time.monotonic() - began < wait_s and not (heed_stop and self.stopping.is_set()):
-            via = self.live_broker(exclude={self.killed} if self.killed is not None else set())
+            via = self.any_live(self.spared())
+            if via is None:  # every broker down for now (other faults): no one to ask; ask again next poll
+                answer = NO_TOOL_NODE
+                time.sleep(self.poll_s)
+                continue
             code, out = leadership.reassign(self.cluster, self.version, topic, partition, ids, via, "verify", throttle)  # type: ignore[arg-type]
             answer = _tail(out, 300)
             if code == 0 and "is complete" in out and "still in progress" not in out:
@@ -183,12 +194,18 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
             time.sleep(self.poll_s)
         return {"complete": False, "waited_s": round(time.monotonic() - began, 2), "verify": answer}
 
+    def spared(self) -> set[int]:
+        return {self.killed} if self.killed is not None else set()
+
+    def any_live(self, exclude: set[int]) -> Any | None:
+        """A broker whose JVM runs, to run the tool in (not one this package killed), or None."""
+        return next((n for n in self.brokers if n.node_id not in exclude and n.pid() is not None), None)
+
     def live_broker(self, exclude: set[int]) -> Any:
-        """A broker whose JVM runs, to run the tool in (not one this package killed)."""
-        for node in self.brokers:
-            if node.node_id not in exclude and node.pid() is not None:
-                return node
-        raise HarnessError("no live broker to run the reassignment tool in")
+        node = self.any_live(exclude)
+        if node is None:
+            raise HarnessError(NO_TOOL_NODE)
+        return node
 
     def teardown(self) -> dict[str, Any]:
         assert self.cluster is not None

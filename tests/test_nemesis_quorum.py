@@ -288,6 +288,19 @@ def test_a_static_quorum_is_skipped_saying_why(tool):
     registry.refuse_unserved(["quorum"], static.capabilities, "a static cluster")  # no refusal
 
 
+def test_with_every_broker_down_a_start_is_skipped_saying_why(tool):
+    """The tool runs in a broker's container. With every broker's JVM down at once (other packages'
+    kills and cuts: 10 starts of the 4.4.0 campaign's first 18 runs) the start is a skip with the
+    reason, not a nemesis error, and nothing is asked of Kafka."""
+    down = Cluster()
+    for node in down.brokers:
+        node.running = False
+    _, recorder, _, _ = started(tool, cluster=down)
+    (f, skipped), = recorder.events
+    assert f == SKIPPED and skipped["fault"] == QUORUM.start and "no broker's JVM runs" in skipped["skipped"]
+    assert tool.calls == []
+
+
 def test_only_the_kill_coins_given_are_drawn():
     with pytest.raises(HarnessError, match="--quorum-kills"):
         QuorumNemesis(("sometimes",))
