@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 
-from analysis.explain.producer_evidence import attach_producer_ids, match_duplicates, out_of_order_sequences
+from analysis.explain.producer_evidence import (attach_epoch_bumps, attach_message_timeouts, attach_producer_ids,
+                                                client_explained, known_client_duplicates, match_duplicates,
+                                                out_of_order_sequences, timeout_hint)
 from harness.history import Recorder
 from harness.history.files import read_history, validate_history
 from workloads.drivers.librdkafka import StatsWatch
@@ -89,3 +91,49 @@ def test_kafka_1x_names_the_partition_on_the_line_above(tmp_path) -> None:
         "[2026-11-24 13:27:35,000] ERROR OutOfOrderSequenceException: Out of order sequence number for producerId 7: 5, 3\n")
     events = out_of_order_sequences(tmp_path)["events"]
     assert [(e["topic"], e["partition"], e["producer_id"]) for e in events] == [("queue", 1, 2000), (None, None, 7)]
+
+
+# --- a local message timeout, and the epoch seen rising: librdkafka's bump without a refused batch ----------
+def test_a_message_timeout_of_the_same_producer_while_in_flight_explains_a_duplicate() -> None:
+    """4.4.0 campaign seed 19 (2026-11-27): 27,727 values written twice in one leader epoch, each
+    acknowledged at its second offset just after its producer's first messages timed out locally
+    (_MSG_TIMED_OUT, 300 s), no OutOfOrderSequenceException. A timeout of the same process between
+    the invoke and the acknowledgement (+0.1 s) explains it; another process's, or one before the
+    invoke or after the acknowledgement, does not."""
+    sends = [send(1, "1", 5.0, 305.7), send(2, "1", 5.0, 299.0), send(3, "0", 5.0, 305.7), send(4, "1", 301.0, 305.7)]
+    attach_message_timeouts(sends, [("1", 300.2), ("1", 300.9), ("2", 100.0)])
+    assert [s.get("timed_out_s") for s in sends] == [300.2, None, None, None]
+
+
+def test_the_producer_epoch_seen_rising_while_in_flight_explains_a_duplicate() -> None:
+    """The history records each id and epoch librdkafka's statistics report (workloads/producer_ids.py):
+    seed 19's producer 1 went from epoch 0 to 89 between 300.6 s and 305.7 s. A rise after the invoke
+    and up to one statistics interval after the acknowledgement counts; a new id (a new producer) or a
+    rise before the invoke does not."""
+    epochs = [("1", 2.0, 0, 0), ("1", 300.6, 0, 3), ("1", 305.7, 0, 89), ("0", 2.0, 1, 0), ("0", 50.0, 7, 1)]
+    sends = [send(1, "1", 5.0, 305.0), send(2, "1", 301.0, 302.0), send(3, "0", 5.0, 60.0), send(4, "1", 306.0, 307.0),
+             send(5, "2", 5.0, 305.0)]
+    attach_epoch_bumps(sends, epochs)
+    assert sends[0]["epoch_bump"] == {"from": 0, "to": 89, "at_s": 300.6}
+    assert "epoch_bump" not in sends[1]  # invoked at epoch 3; the next report (305.7) is > 1 s after its ack
+    assert "epoch_bump" not in sends[2]  # a new producer id is not a bump
+    assert "epoch_bump" not in sends[3] and "epoch_bump" not in sends[4]
+
+
+def test_the_causes_are_counted_value_by_value_and_the_nightly_may_call_it_known() -> None:
+    sends = [send(v, "1", 5.0, 305.7) for v in (1, 2, 3)]
+    attach_message_timeouts(sends[:2], [("1", 300.2)])
+    attach_epoch_bumps(sends[1:], [("1", 2.0, 0, 0), ("1", 300.6, 0, 3)])
+    explained = client_explained(sends)
+    assert explained == {"duplicates": 3, "explained": 3, "refused_batch": 0, "message_timeout": 2, "epoch_bumped": 2,
+                         "first_timeout_s": 300.2, "epochs": [0, 3], "unexplained": []}
+    hint = timeout_hint(explained)
+    assert "2 were acknowledged after a message of their producer timed out locally (_MSG_TIMED_OUT" in hint
+    assert "2 were in flight while their producer's epoch rose (from 0 to 3" in hint and "issuecomment" in hint
+    results = {"forbidden": ["duplicate"], "counts": {"duplicate": 3}, "client_duplicates": explained}
+    assert known_client_duplicates(results).startswith("known client bug: each of 3 duplicate(s) was re-sent")
+    assert known_client_duplicates({**results, "counts": {"duplicate": 30_000}}) is None  # not every value checked
+    assert known_client_duplicates({**results, "forbidden": ["duplicate", "lost-write"]}) is None
+    unexplained = client_explained([send(9, "1", 5.0, 6.0)])
+    assert unexplained["explained"] == 0 and unexplained["unexplained"] == [9] and timeout_hint(unexplained) is None
+    assert known_client_duplicates({**results, "counts": {"duplicate": 1}, "client_duplicates": unexplained}) is None

@@ -32,7 +32,8 @@ from analysis.explain.explanations import clock as wall_clock
 from analysis.checking.lag import summary as realtime_lag
 from analysis.checking import unavailability
 from harness.history.faults import BY_START
-from analysis.explain.producer_evidence import duplicate_hint, match_duplicates, out_of_order_sequences
+from analysis.explain.producer_evidence import (client_explained, duplicate_hint, match_duplicates, out_of_order_sequences,
+                                                timeout_hint)
 from analysis.rules.registry import ANOMALIES, BY_NAME, REGISTRY
 from analysis.checking.results_file import RESULTS, history_fingerprint, probe_writable, retire, write_results
 from analysis.rules.verdict import Verdict, decide, headline
@@ -104,6 +105,7 @@ class Judged:
     rules: list[str]
     replicas: dict[str, Any] | None = None  # replicas.json's comparison, when the run compared them
     sequences: dict[str, Any] | None = None  # the brokers' OutOfOrderSequenceExceptions, for duplicates
+    client_duplicates: dict[str, Any] | None = None  # duplicates a librdkafka epoch bump explains, by cause
     refused: dict[str, Any] | None = None  # truncations the replicas refused, beside the verdict
 
 
@@ -215,7 +217,8 @@ def _replica_divergence(run_dir: Path, record: RunRecord, judged: Judged) -> Non
 
 
 def _producer_sequences(run_dir: Path, record: RunRecord, judged: Judged, dup_sends: list | None) -> None:
-    """Which forbidden duplicates a batch the broker refused on their partition explains."""
+    """Which forbidden duplicates a batch the broker refused on their partition explains, and which a
+    local message timeout of their producer does (both: librdkafka's epoch bump)."""
     v = judged.verdict
     sequences = out_of_order_sequences(run_dir) if "duplicate" in v.forbidden else None
     if sequences is not None:
@@ -226,6 +229,22 @@ def _producer_sequences(run_dir: Path, record: RunRecord, judged: Judged, dup_se
     hint = duplicate_hint(sequences)
     if hint:
         v.reasons = [*v.reasons, hint]
+    if "duplicate" in v.forbidden:
+        judged.client_duplicates = client_explained(dup_sends)
+        hint = timeout_hint(judged.client_duplicates)
+        if hint:
+            v.reasons = [*v.reasons, hint]
+
+
+def _client_evidence(examples: dict[str, list], dup_sends: list | None) -> None:
+    """Each duplicate example gets what explains it on the client's side (`client`: a refused batch,
+    a local message timeout, the epoch seen rising; producer_evidence), for its sentence."""
+    by_value = {s["value"]: s for s in dup_sends or []}
+    for ex in examples.get("duplicate") or []:
+        send = by_value.get(ex.get("value")) or {}
+        found = {k: send[k] for k in ("refused_batch", "timed_out_s", "epoch_bump") if send.get(k) is not None}
+        if found:
+            ex["client"] = found
 
 
 def results_of(record: RunRecord, history: History, counted: Counted, examples: dict[str, list], lag: dict[str, Any] | None,
@@ -253,6 +272,7 @@ def results_of(record: RunRecord, history: History, counted: Counted, examples: 
         "unresponsive": record.unresponsive.as_json() if record.unresponsive is not None else None,
         "realtime_lag": lag,
         "out_of_order_sequences": judged.sequences,
+        "client_duplicates": judged.client_duplicates,
         "history": {"path": str(history.path), "format": history.format, "events": history.count,
                     "truncated": history.truncated},
         "run": {"seed": record.seed, "kafka_version": record.kafka_version, "workload": record.workload,
@@ -290,6 +310,7 @@ def check_history(spark: SparkSession, run_dir: Path, config: RecordLike, prefer
             d.unpersist()
         history.release()
     judged = judge(run_dir, record, history, counted, dup_sends)
+    _client_evidence(examples, dup_sends)
     timings["total_s"] = round(time.perf_counter() - began, 3)
     results = results_of(record, history, counted, examples, lag, judged, timings)
     results["unavailability"] = unavailable

@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from analysis.checking import anomalies as A
-from analysis.explain.producer_evidence import attach_producer_ids
+from analysis.explain.producer_evidence import TIMED_OUT, attach_epoch_bumps, attach_message_timeouts, attach_producer_ids
 from analysis.rules.registry import MAX_EXAMPLES, REGISTRY, Anomaly
 
 
@@ -73,13 +73,17 @@ def _ops_by_index(d: A.Derived, rows: list[dict]) -> None:
             r["ops"] = [dict(found[i]) for i in r.pop("op_indexes") if i in found]
 
 
-MAX_DUPLICATE_SENDS = 10_000
+# Every duplicated value's send up to this many, so that a known client cause can be shown for each
+# (10,000 before 2026-11-27; the campaign's seed 19 had 27,727). Spark's isin becomes a hash set.
+MAX_DUPLICATE_SENDS = 50_000
+MAX_TIMEOUTS = 100_000  # the duplicates' producers' local message timeouts (seed 19: 1,839)
 
 
 def _duplicate_sends(d: A.Derived, duplicates: DataFrame) -> list[dict[str, Any]]:
     """Each duplicated value's send: its key, when it was invoked and completed (seconds on the
     history's clock). For matching the brokers' OutOfOrderSequenceExceptions to them
-    (producer_evidence.match_duplicates); a value sent in a transaction has no invoke of its own."""
+    (producer_evidence.match_duplicates) and their producers' message timeouts to them
+    (attach_message_timeouts); a value sent in a transaction has no invoke of its own."""
     values = [r["value"] for r in duplicates.select("value").limit(MAX_DUPLICATE_SENDS).collect()]
     rows = d.events.filter((F.col("f") == "send") & F.col("value.value").isin(values)).select(
         "type", "time", "process", F.col("value.key").alias("key"), F.col("value.value").alias("value")).collect()
@@ -92,10 +96,15 @@ def _duplicate_sends(d: A.Derived, duplicates: DataFrame) -> list[dict[str, Any]
         elif r["type"] != "invoke" and s["complete_s"] is None:
             s["complete_s"] = r["time"] / 1e9
     processes = {s["process"] for s in sends.values() if s["process"] is not None}
-    ids = [(r["process"], r["time"] / 1e9, r["id"]) for r in d.events.filter(
+    reported = d.events.filter(
         (F.col("f") == "producer") & F.col("process").isin(list(processes)) & F.col("value.producer_id").isNotNull()).select(
-        "process", "time", F.col("value.producer_id").alias("id")).collect()] if processes else []
-    return attach_producer_ids(list(sends.values()), ids)
+        "process", "time", F.col("value.producer_id").alias("id"), F.col("value.producer_epoch").alias("epoch")).collect() if processes else []
+    ids = [(r["process"], r["time"] / 1e9, r["id"]) for r in reported]
+    epochs = [(r["process"], r["time"] / 1e9, r["id"], r["epoch"]) for r in reported if r["epoch"] is not None]
+    timeouts = [(r["process"], r["time"] / 1e9) for r in d.events.filter(
+        (F.col("f") == "send") & (F.col("type") != "invoke") & F.col("error").startswith(TIMED_OUT)
+        & F.col("process").isin(list(processes))).select("process", "time").limit(MAX_TIMEOUTS).collect()] if processes else []
+    return attach_epoch_bumps(attach_message_timeouts(attach_producer_ids(list(sends.values()), ids), timeouts), epochs)
 
 
 def _examples(anomaly: Anomaly, df: DataFrame, d: A.Derived) -> list[dict]:

@@ -205,7 +205,7 @@ def explain_example(name: str, ex: dict[str, Any], facts: Facts, faults: list[Fa
     invoke, completion = _op(facts, value, clk)
     out: dict[str, Any] = {"anomaly": name, "key": key, "partition": f"{topic}-{key}" if key is not None else None,
                            "offset": offset, "value": value, "invoke": invoke, "completion": completion}
-    for k in ("values", "offsets", "process", "skipped_offset", "positions", "across_rebalance"):
+    for k in ("values", "offsets", "process", "skipped_offset", "positions", "across_rebalance", "client"):
         if ex.get(k) is not None:
             out[k] = ex[k]
     later = (ex.get("ops") or [None])[-1] if name in ("nonmonotonic-poll", "poll-skip") else None

@@ -7,6 +7,14 @@ partitions. It then sends again, under the new epoch, messages that may already 
 the broker cannot see that they are duplicates. The broker logs each such response as an
 `OutOfOrderSequenceException`, so when a run shows forbidden duplicates the checker quotes these
 lines. The duplicates stay forbidden, because they really are in the log.
+
+The same bump follows a local message timeout (`_MSG_TIMED_OUT`, message.timeout.ms): librdkafka
+drains and bumps the epoch producer-wide (rdkafka_broker.c: "Message timeouts will lead to gaps in
+the message sequence ... Bump the epoch"), and its maintainer wrote on #4953 that the idempotent
+producer "can have duplications in case messages time out (5 mins) because the epoch needs to be
+bumped" (TIMEOUT_SOURCE). The 4.4.0 campaign's seed 19 (2026-11-27) showed it: 27,727 values
+written twice in one leader epoch, each acknowledged at its second offset right after its
+producer's first messages timed out, 300 s into a long outage, and no OutOfOrderSequenceException.
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from typing import Any
 
 MARKER = "OutOfOrderSequenceException"
 ISSUE = "https://github.com/confluentinc/librdkafka/issues/4953"
+TIMED_OUT = "_MSG_TIMED_OUT"  # librdkafka's error name for a local message timeout, as the history records it
+TIMEOUT_SOURCE = "https://github.com/confluentinc/librdkafka/issues/4953#issuecomment-2887059722"
 MAX_BYTES = 64 << 20  # per log file: bounded work even for a huge log
 
 
@@ -148,12 +158,97 @@ def match_duplicates(evidence: dict[str, Any] | None, sends: list[dict[str, Any]
         if found is None:
             out["unexplained"].append(send["value"])
         else:
+            send["refused_batch"] = True  # client_explained counts it
             out["explained"] += 1
             if len(out["matches"]) < 5:
                 out["matches"].append({"value": send["value"], "broker": found["broker"], "producer_id": found["producer_id"],
                                        "partition": found["partition"]})
     out["unexplained"] = out["unexplained"][:20]
     return out
+
+
+def attach_message_timeouts(sends: list[dict[str, Any]], timeouts: list[tuple[Any, float]]) -> list[dict[str, Any]]:
+    """Give each send (`process`, `invoke_s`, `complete_s`) the first local message timeout of its
+    process (`timed_out_s`: a send of the same producer that completed `_MSG_TIMED_OUT`) at or after
+    its invoke and at most SLACK_NS after its acknowledgement: an epoch bump that may have re-sent
+    it. `timeouts`: (process, seconds) on the history's clock."""
+    import bisect
+
+    by_process: dict[Any, list[float]] = {}
+    for process, at in timeouts:
+        by_process.setdefault(process, []).append(at)
+    for times in by_process.values():
+        times.sort()
+    for send in sends:
+        times = by_process.get(send.get("process")) or []
+        if not times or send.get("invoke_s") is None or send.get("complete_s") is None:
+            continue
+        i = bisect.bisect_left(times, send["invoke_s"])
+        if i < len(times) and times[i] <= send["complete_s"] + SLACK_NS / 1e9:
+            send["timed_out_s"] = times[i]
+    return sends
+
+
+def attach_epoch_bumps(sends: list[dict[str, Any]], epochs: list[tuple[Any, float, int, int]],
+                       interval_s: float = STATS_INTERVAL_S) -> list[dict[str, Any]]:
+    """Give each send the epoch bump of its producer seen while it was in flight (`epoch_bump`:
+    from, to, at): the epoch its process last reported at or before the invoke, and a higher one
+    (same producer id) reported after the invoke and at most one statistics interval after the
+    acknowledgement (a change is seen up to one interval late). `epochs`: (process, seconds,
+    producer id, epoch) from the history's `producer` events (workloads/producer_ids.py)."""
+    by_process: dict[Any, list[tuple[float, int, int]]] = {}
+    for process, at, pid, epoch in sorted(epochs, key=lambda x: x[1]):
+        by_process.setdefault(process, []).append((at, pid, epoch))
+    for send in sends:
+        seen = by_process.get(send.get("process")) or []
+        if not seen or send.get("invoke_s") is None or send.get("complete_s") is None:
+            continue
+        before = [x for x in seen if x[0] <= send["invoke_s"]]
+        if not before:
+            continue
+        _, pid, epoch = before[-1]
+        later = [x for x in seen if send["invoke_s"] < x[0] <= send["complete_s"] + interval_s and x[1] == pid and x[2] > epoch]
+        if later:
+            send["epoch_bump"] = {"from": epoch, "to": later[-1][2], "at_s": round(later[0][0], 3)}
+    return sends
+
+
+def _explained(send: dict[str, Any]) -> bool:
+    return bool(send.get("refused_batch") or send.get("timed_out_s") is not None or send.get("epoch_bump"))
+
+
+def client_explained(sends: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """How many duplicated values' sends a librdkafka epoch bump explains, and by what evidence: a
+    batch of their producer the broker refused (`match_duplicates`), a message of their producer
+    that timed out locally while they were in flight (`attach_message_timeouts`), or their
+    producer's epoch seen rising while they were in flight (`attach_epoch_bumps`). None without sends."""
+    if not sends:
+        return None
+    timed = [s for s in sends if s.get("timed_out_s") is not None]
+    bumped = [s["epoch_bump"] for s in sends if s.get("epoch_bump")]
+    return {"duplicates": len(sends), "explained": sum(1 for s in sends if _explained(s)),
+            "refused_batch": sum(1 for s in sends if s.get("refused_batch")), "message_timeout": len(timed),
+            "epoch_bumped": len(bumped),
+            "first_timeout_s": round(min(s["timed_out_s"] for s in timed), 3) if timed else None,
+            "epochs": [min(b["from"] for b in bumped), max(b["to"] for b in bumped)] if bumped else None,
+            "unexplained": [s["value"] for s in sends if not _explained(s)][:20]}
+
+
+def timeout_hint(explained: dict[str, Any] | None) -> str | None:
+    """The sentence the verdict adds to its reasons when message timeouts explain duplicates."""
+    if not explained or not (explained["message_timeout"] or explained["epoch_bumped"]):
+        return None
+    said = []
+    if explained["message_timeout"]:
+        said.append(f"{explained['message_timeout']:,} were acknowledged after a message of their producer timed out "
+                    f"locally ({TIMED_OUT}, first at t={explained['first_timeout_s']:.3f} s)")
+    if explained["epoch_bumped"]:
+        lo, hi = explained["epochs"]
+        said.append(f"{explained['epoch_bumped']:,} were in flight while their producer's epoch rose (from {lo} to {hi}, "
+                    "librdkafka's statistics)")
+    return (f"of the {explained['duplicates']:,} duplicated value(s) checked, {' and '.join(said)}; after a message "
+            f"timeout librdkafka bumps the producer epoch and re-sends batches that may already be in the log, which "
+            f"idempotence cannot deduplicate ({TIMEOUT_SOURCE})")
 
 
 def duplicate_hint(evidence: dict[str, Any] | None) -> str | None:
@@ -169,13 +264,24 @@ def duplicate_hint(evidence: dict[str, Any] | None) -> str | None:
 def known_client_duplicates(results: dict[str, Any]) -> str | None:
     """Why a run's verdict is `invalid` for a known client bug and nothing else: its only forbidden
     anomaly is `duplicate`, and every duplicated value's send window holds an
-    OutOfOrderSequenceException of its producer (`match_duplicates`; librdkafka #4953). None for
-    every other run, and for results that do not carry that match. The verdict stays `invalid`; this
-    only lets a caller tell a known librdkafka bug from a finding about Kafka (the nightly suite
-    marks such a run xfail)."""
+    OutOfOrderSequenceException of its producer (`match_duplicates`) or a local message timeout of
+    its producer (`client_explained`; librdkafka #4953 both). None for every other run, and for
+    results that do not carry that match. The verdict stays `invalid`; this only lets a caller tell
+    a known librdkafka bug from a finding about Kafka (the nightly suite marks such a run xfail)."""
+    duplicates = (results.get("counts") or {}).get("duplicate")
+    client = results.get("client_duplicates")
+    if client is not None:  # results from 2026-11-27 on: both causes, value by value
+        if set(results.get("forbidden") or []) != {"duplicate"} or not duplicates:
+            return None
+        if client.get("duplicates") != duplicates or client.get("explained") != duplicates:
+            return None
+        how = [f"{client['refused_batch']} after a broker refused an out-of-order batch of its producer"] if client["refused_batch"] else []
+        how += [f"{client['message_timeout']} after a message of its producer timed out locally"] if client["message_timeout"] else []
+        how += [f"{client['epoch_bumped']} while its producer's epoch rose"] if client.get("epoch_bumped") else []
+        return (f"known client bug: each of {duplicates} duplicate(s) was re-sent under a bumped epoch "
+                f"({'; '.join(how)}); librdkafka ({ISSUE})")
     evidence = results.get("out_of_order_sequences") or {}
     matched = evidence.get("duplicates_matched") or {}
-    duplicates = (results.get("counts") or {}).get("duplicate")
     if set(results.get("forbidden") or []) != {"duplicate"} or not evidence.get("count"):
         return None
     if not duplicates or matched.get("duplicates") != duplicates or matched.get("explained") != duplicates:

@@ -147,6 +147,24 @@ def _unclean_clause(ctx: dict[str, Any]) -> str:
     return "; " + "; ".join(said) if said else ""
 
 
+def _client_clause(ctx: dict[str, Any]) -> str:
+    """'; while it was in flight its producer's messages timed out locally (…) and its epoch rose from
+    0 to 89 (…): librdkafka re-sends …' (producer_evidence: the client's side of a duplicate)."""
+    client = ctx.get("client") or {}
+    said = []
+    if client.get("refused_batch"):
+        said.append("a broker refused an out-of-order batch of its producer")
+    if client.get("timed_out_s") is not None:
+        said.append(f"its producer's messages timed out locally (_MSG_TIMED_OUT, first at t={client['timed_out_s']:.3f} s)")
+    bump = client.get("epoch_bump")
+    if bump:
+        said.append(f"its producer's epoch rose from {bump['from']} to {bump['to']} (first seen at t={bump['at_s']:.3f} s)")
+    if not said:
+        return ""
+    return (f"; while it was in flight {' and '.join(said)}: librdkafka then re-sends in-flight batches under a bumped "
+            "epoch, and the broker cannot tell them from new ones (librdkafka #4953)")
+
+
 def clip(text: str, limit: int) -> tuple[str, str]:
     """(head, rest): `text` cut at the last space before `limit` (never inside a word, unless one
     word is longer than the limit); rest is empty when it fits."""
@@ -193,7 +211,8 @@ def sentence(ctx: dict[str, Any]) -> str:
         sent = (f": sent by process {ctx['invoke']['process']} {when(ctx['invoke'])}" if ctx.get("invoke") else
                 ": its send" if done else ", and no send of it is in the history")
         acked = f" completed {done['type']} at offset {done.get('offset')} {when(done)}" if done else ""
-        return f"value {ctx['value']} was found at more than one position of {p} (offsets {where}){sent}{acked}, {faults_phrase(ctx)}."
+        return (f"value {ctx['value']} was found at more than one position of {p} (offsets {where}){sent}{acked}, "
+                f"{faults_phrase(ctx)}{_client_clause(ctx)}.")
     if name == "nonmonotonic-send":
         vs, os_ = ctx.get("values") or [None, ctx.get("value")], ctx.get("offsets") or [None, o]
         return (f"process {ctx.get('process')} sent value {vs[0]} then value {vs[-1]} to {p}, but value {vs[-1]} "

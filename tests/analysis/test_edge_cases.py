@@ -188,6 +188,36 @@ def test_forbidden_duplicates_quote_the_brokers_out_of_order_sequence_errors(spa
         assert results["out_of_order_sequences"]["count"] == 0 and hint == []
 
 
+@pytest.mark.slow
+def test_a_duplicate_after_its_producer_s_message_timeout_and_epoch_bump_is_laid_to_the_client(spark, tmp_path):
+    """4.4.0 campaign seed 19 (2026-11-27): no OutOfOrderSequenceException, but the duplicated value's
+    producer had a message time out locally and its epoch rise while the value was in flight. The
+    verdict stays invalid; the reasons, results' client_duplicates and the example say why."""
+    from analysis.explain.producer_evidence import known_client_duplicates
+
+    b = Builder()
+    b.assign(10, [0])
+    b.add(1, "info", "producer", {"producer_id": 5, "producer_epoch": 0})
+    b.add(1, "invoke", "send", {"key": 0, "value": 1})
+    b.add(1, "invoke", "send", {"key": 0, "value": 2})
+    b.add(1, "info", "send", {"key": 0, "value": 2, "offset": None, "epoch": None}, error="_MSG_TIMED_OUT: Local: Message timed out")
+    b.add(1, "info", "producer", {"producer_id": 5, "producer_epoch": 1})
+    b.add(1, "ok", "send", {"key": 0, "value": 1, "offset": 1, "epoch": 0})
+    b.poll(10, [(0, 0, 1), (0, 1, 1)])
+    for e in b.events:
+        e["time"] *= 10**6  # one second apart
+    run = write_run(tmp_path, b.events, {"profile": {"name": "safe"}, "drain": {"complete": True}})
+    results = check_run(run, spark)
+    assert results["verdict"] == "invalid" and results["forbidden"] == ["duplicate"]
+    client = results["client_duplicates"]
+    assert (client["duplicates"], client["explained"], client["message_timeout"], client["epoch_bumped"]) == (1, 1, 1, 1)
+    assert client["first_timeout_s"] == 5.0 and client["epochs"] == [0, 1]
+    assert any("timed out locally (_MSG_TIMED_OUT, first at t=5.000 s)" in r for r in results["reasons"])
+    assert known_client_duplicates(results).startswith("known client bug: each of 1 duplicate(s) was re-sent")
+    example = results["examples"]["duplicate"][0]
+    assert example["client"] == {"timed_out_s": 5.0, "epoch_bump": {"from": 0, "to": 1, "at_s": 6.0}}
+
+
 def test_only_duplicates_with_broker_evidence_count_as_the_known_client_bug():
     from analysis.explain.producer_evidence import known_client_duplicates
 

@@ -375,3 +375,27 @@ def test_an_unclean_election_of_a_broker_on_a_replaced_disk_names_the_swap_and_t
     assert "with its log of queue-0 created anew, empty (brokers/3/server.log line 2)" in got["sentence"]
     assert "its data disk had been replaced since the acknowledgement, at 03:07:25.000 UTC (t=6.000 s)" in got["sentence"]
     assert "loaded at log end offset" not in got["sentence"]
+
+
+def test_a_duplicate_re_sent_under_a_bumped_epoch_says_so(tmp_path: Path) -> None:
+    """4.4.0 campaign seed 19 (2026-11-27): the checker found, for each duplicated value, its
+    producer's local message timeout and its epoch rising while it was in flight (the example's
+    `client`, analysis/checking/checker.py). The sentence says both and names librdkafka's re-send;
+    an example without that evidence says nothing of the kind."""
+    from tests.analysis.histories import Builder, write_run
+
+    b = Builder()
+    b.assign(5, [0])
+    b.send(0, 0, 10, 0)
+    b.send(0, 0, 10, 7)
+    b.add(5, "invoke", "poll", None)
+    b.add(5, "ok", "poll", {"records": [{"key": 0, "offset": 0, "value": 10, "epoch": 1},
+                                        {"key": 0, "offset": 7, "value": 10, "epoch": 1}]})
+    run_dir = write_run(tmp_path, b.events, {"history_start_utc": "2026-11-25T03:07:19.000000+00:00"})
+    config = {"topic": "queue", "history_start_utc": "2026-11-25T03:07:19.000000+00:00"}
+    client = {"timed_out_s": 343.104, "epoch_bump": {"from": 0, "to": 89, "at_s": 343.7}}
+    got = explain.explain(run_dir, {"duplicate": [{"value": 10, "client": client}, {"value": 10}]}, config)["examples"]["duplicate"]
+    assert got[0]["client"] == client
+    assert ("; while it was in flight its producer's messages timed out locally (_MSG_TIMED_OUT, first at t=343.104 s) and "
+            "its producer's epoch rose from 0 to 89 (first seen at t=343.700 s): librdkafka then re-sends") in got[0]["sentence"]
+    assert "librdkafka" not in got[1]["sentence"]
