@@ -252,3 +252,24 @@ def test_detect_campaign_runs_seeds_in_order_on_every_version_until_the_budget_i
     seeds = len(rows) // 2
     assert 2 <= seeds <= 4 and rows == [(v, s) for s in range(1, seeds + 1) for v in ("0.10.2.2", "4.4.0")]
     assert "seeds 1, 2, ... for 0.0003 h" in " ".join(done.output.split())
+
+
+def test_an_invalid_run_that_is_not_a_find_says_why_in_the_runs_table(store: Path, tmp_path: Path) -> None:
+    """The 4.4.0 campaign's seed 19 was invalid for librdkafka's epoch-bump duplicates only: the
+    table says so, from results.json; an invalid run the checker cannot lay to the client names its
+    forbidden kinds instead."""
+    client = write_run(store, "20261126T030000-dddddd", 3, [{0: "a"}])
+    other = write_run(store, "20261126T040000-eeeeee", 4, [{0: "a"}])
+    rows = [asdict(client) | {"verdict": "invalid", "duplicated": 5, "forbidden": ["duplicate"]},
+            asdict(other) | {"verdict": "invalid", "duplicated": 2, "forbidden": ["duplicate"]}]
+    explained = {"duplicates": 5, "explained": 5, "refused_batch": 0, "message_timeout": 5, "epoch_bumped": 5}
+    for row, client_duplicates in zip(rows, (explained, {**explained, "duplicates": 2, "explained": 0})):
+        write_json(Path(row["run_dir"]) / "results.json", {"verdict": "invalid", "forbidden": ["duplicate"],
+                                                           "counts": {"duplicate": row["duplicated"]},
+                                                           "client_duplicates": client_duplicates})
+    ledger = store / LEDGER
+    kept = [line for line in ledger.read_text().splitlines() if "dddddd" not in line and "eeeeee" not in line]
+    ledger.write_text("\n".join(kept + [json.dumps(r, sort_keys=True) for r in rows]) + "\n")
+    text = render_campaign(store, tmp_path / "page.html").read_text()
+    assert "invalid (known client bug: librdkafka&#39;s epoch bump, duplicates only)" in text
+    assert "<td>invalid (duplicate)</td>" in text and "invalid (FIND)" in text
