@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from analysis.explain.producer_evidence import (attach_epoch_bumps, attach_message_timeouts, attach_producer_ids,
-                                                client_explained, known_client_duplicates, match_duplicates,
+                                                client_explained, known_client_duplicates, librdkafka_only, match_duplicates,
                                                 out_of_order_sequences, timeout_hint)
 from harness.history import Recorder
 from harness.history.files import read_history, validate_history
@@ -137,3 +137,13 @@ def test_the_causes_are_counted_value_by_value_and_the_nightly_may_call_it_known
     unexplained = client_explained([send(9, "1", 5.0, 6.0)])
     assert unexplained["explained"] == 0 and unexplained["unexplained"] == [9] and timeout_hint(unexplained) is None
     assert known_client_duplicates({**results, "counts": {"duplicate": 1}, "client_duplicates": unexplained}) is None
+
+
+def test_the_timeout_and_epoch_facts_count_for_librdkafka_runs_only() -> None:
+    """They stand for librdkafka's epoch bump; a Java client run's duplicates are not laid to it."""
+    def sends() -> list[dict]:
+        return [dict(send(1, "1", 5.0, 305.7), timed_out_s=300.2, epoch_bump={"from": 0, "to": 3, "at_s": 300.6}),
+                dict(send(2, "1", 5.0, 305.7), refused_batch=True)]
+    assert client_explained(librdkafka_only(sends(), "librdkafka"))["explained"] == 2
+    java = client_explained(librdkafka_only(sends(), "java"))
+    assert (java["explained"], java["message_timeout"], java["epoch_bumped"], java["unexplained"]) == (1, 0, 0, [1])

@@ -32,8 +32,8 @@ from analysis.explain.explanations import clock as wall_clock
 from analysis.checking.lag import summary as realtime_lag
 from analysis.checking import unavailability
 from harness.history.faults import BY_START
-from analysis.explain.producer_evidence import (client_explained, duplicate_hint, match_duplicates, out_of_order_sequences,
-                                                timeout_hint)
+from analysis.explain.producer_evidence import (client_explained, duplicate_hint, librdkafka_only, match_duplicates,
+                                                out_of_order_sequences, timeout_hint)
 from analysis.rules.registry import ANOMALIES, BY_NAME, REGISTRY
 from analysis.checking.results_file import RESULTS, history_fingerprint, probe_writable, retire, write_results
 from analysis.rules.verdict import Verdict, decide, headline
@@ -230,7 +230,8 @@ def _producer_sequences(run_dir: Path, record: RunRecord, judged: Judged, dup_se
     if hint:
         v.reasons = [*v.reasons, hint]
     if "duplicate" in v.forbidden:
-        judged.client_duplicates = client_explained(dup_sends)
+        client = record.raw.get("client") if isinstance(record.raw.get("client"), dict) else {}
+        judged.client_duplicates = client_explained(librdkafka_only(dup_sends, client.get("name") or "librdkafka"))
         hint = timeout_hint(judged.client_duplicates)
         if hint:
             v.reasons = [*v.reasons, hint]

@@ -213,6 +213,16 @@ def attach_epoch_bumps(sends: list[dict[str, Any]], epochs: list[tuple[Any, floa
     return sends
 
 
+def librdkafka_only(sends: list[dict[str, Any]] | None, client: str) -> list[dict[str, Any]] | None:
+    """The sends with the message-timeout and epoch facts kept only when the run's client was
+    librdkafka: they stand for its epoch bump, and the Java client's own rules differ."""
+    if client != "librdkafka":
+        for send in sends or []:
+            send.pop("timed_out_s", None)
+            send.pop("epoch_bump", None)
+    return sends
+
+
 def _explained(send: dict[str, Any]) -> bool:
     return bool(send.get("refused_batch") or send.get("timed_out_s") is not None or send.get("epoch_bump"))
 
