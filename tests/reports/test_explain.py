@@ -399,3 +399,20 @@ def test_a_duplicate_re_sent_under_a_bumped_epoch_says_so(tmp_path: Path) -> Non
     assert ("; while it was in flight its producer's messages timed out locally (_MSG_TIMED_OUT, first at t=343.104 s) and "
             "its producer's epoch rose from 0 to 89 (first seen at t=343.700 s): librdkafka then re-sends") in got[0]["sentence"]
     assert "librdkafka" not in got[1]["sentence"]
+
+
+def test_a_very_long_log_line_is_shown_to_a_bound_and_says_where_the_rest_is() -> None:
+    """The 4.4.0 campaign's seed 5 quoted a 3,809-character fetcher line about 200 times, whole and
+    twice each: 1.17 MB of report (issue 34: at most 1 MB). Its <details> now holds the rest up to
+    REST_MAX characters, once, and names the file and line for the remainder."""
+    from analysis.report.explanations import CLIP, REST_MAX, render
+
+    text = "[2026-11-27T12:20:19,610] WARN Error in response for fetch request " + " ".join(f"part{i}" for i in range(700))
+    line = {"broker": "1", "file": "brokers/1/server.log", "line": 77, "text": text}
+    page = str(render("inconsistent-offsets", [{"sentence": "s", "log_lines": [line] * 3, "partition": "queue-0"}], None))
+    assert page.count("part699") == 0 and page.count("part1 ") == 3  # the head, once per quote
+    assert page.count(" more characters in brokers/1/server.log line 77") == 3
+    assert len(page) < 3 * (CLIP + REST_MAX) + 6_000 < 3 * len(text)
+    short = {**line, "text": text[:600]}
+    page = str(render("inconsistent-offsets", [{"sentence": "s", "log_lines": [short], "partition": "queue-0"}], None))
+    assert "more characters in" not in page and "rest of the line" in page
