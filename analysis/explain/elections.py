@@ -25,6 +25,10 @@ MAX_ELECTIONS = 3  # unclean elections named per example
 
 LOADED = re.compile(r"Completed load of Log\(.*?\blogEndOffset=(\d+)")
 CREATED = re.compile(r"\bCreated log for partition \S+ in ")  # a new log: empty (LogManager, Kafka 2.x-4.x)
+# What another replica held just before the election: its last start as a follower or leader
+# ("Follower queue-1 starts at leader epoch 2 from offset 111", 4.x) or its last log load.
+FROM_OFFSET = re.compile(r"\bstarts at leader epoch \d+ from offset (\d+)")
+HELD_WINDOW_NS = 120 * 1_000_000_000  # a replica's last word older than this is not "then"
 
 
 def unclean_between(log_view: logs.LogView, key: int, faults: list[Fault], start_ns: int | None, utc: Any,
@@ -51,6 +55,10 @@ def unclean_between(log_view: logs.LogView, key: int, faults: list[Fault], start
             item["loaded"] = {"log_end_offset": int(m.group(1)) if m else 0, "created": m is None, "file": last.file,
                               "line": last.line_no, "t_s": round((last.wall_ns - start_ns) / 1e9, 3) if start_ns is not None else None}
 
+        held = _held_by_others(log_view, key, e)
+        if held and item.get("loaded") and any(h["log_end_offset"] > item["loaded"]["log_end_offset"] for h in held):
+            item["others_held"] = held
+
         def struck(kind: str) -> list[Fault]:
             return [f for f in faults if f.f == kind and e["leader"] in f.targets
                     and (since_s is None or f.start_s >= since_s) and (t_s is None or f.start_s <= t_s)]
@@ -70,3 +78,20 @@ def unclean_between(log_view: logs.LogView, key: int, faults: list[Fault], start
         if len(out) == MAX_ELECTIONS:
             break
     return out
+
+
+def _held_by_others(log_view: logs.LogView, key: int, e: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each other broker's log end offset for the partition as its last line before the election
+    said (a start from an offset, or a log load), within HELD_WINDOW_NS: the campaign's seed 33
+    elected broker 1 with an empty log while brokers 2 and 3 had started from offset 111 six
+    seconds before."""
+    last: dict[str, dict[str, Any]] = {}
+    for x in log_view.by_key.get(key) or []:
+        if x.broker == str(e["leader"]) or not x.broker.isdigit() or x.wall_ns > e["wall_ns"]:
+            continue
+        if x.wall_ns < e["wall_ns"] - HELD_WINDOW_NS:
+            continue
+        m = FROM_OFFSET.search(x.text) or LOADED.search(x.text)
+        if m:
+            last[x.broker] = {"broker": int(x.broker), "log_end_offset": int(m.group(1)), "file": x.file, "line": x.line_no}
+    return [last[b] for b in sorted(last, key=int)]

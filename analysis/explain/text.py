@@ -132,6 +132,11 @@ def _unclean_clause(ctx: dict[str, Any]) -> str:
         elif loaded:
             text += (f", with its log of {ctx.get('partition')} loaded at log end offset {loaded['log_end_offset']} "
                      f"({loaded['file']} line {loaded['line']})")
+        held = e.get("others_held") or []
+        if held:
+            text += (f", while other replicas held {ctx.get('partition')} further: "
+                     + ", ".join(f"broker {h['broker']} to offset {h['log_end_offset']:,} ({h['file']} line {h['line']})"
+                                 for h in held))
         swaps = e.get("disk_swaps") or []
         if swaps:
             text += (f"; its data disk had been replaced since the acknowledgement, "

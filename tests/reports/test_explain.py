@@ -367,7 +367,11 @@ def test_an_unclean_election_of_a_broker_on_a_replaced_disk_names_the_swap_and_t
             "3": ["[2026-11-25T03:07:20,000] INFO Completed load of Log(dir=/var/lib/kafka/data/queue-0, topicId=gdbX, "
                   "topic=queue, partition=0, logEndOffset=1) with 1 segments (kafka.log.LogManager)",  # before the swap
                   "[2026-11-25T03:07:26,000] INFO Created log for partition queue-0 in /var/lib/kafka/data/queue-0 with "
-                  "properties {} (org.apache.kafka.storage.internals.log.LogManager)"]}
+                  "properties {} (org.apache.kafka.storage.internals.log.LogManager)"],
+            "2": ["[2026-11-25T03:07:23,000] INFO [Broker id=2] Follower queue-0 starts at leader epoch 1 from offset 111 with "
+                  "partition epoch 4 and high watermark 0. Current leader is -1. (state.change.logger)",
+                  "[2026-11-25T03:07:31,000] INFO [Broker id=2] Follower queue-0 starts at leader epoch 2 from offset 0 with "
+                  "partition epoch 5 and high watermark 0. Current leader is 3. (state.change.logger)"]}  # after: not "then"
     got = _offsets_explained(tmp_path, b.events, logs)
     election = got["unclean_elections"][0]
     assert election["loaded"] == {"log_end_offset": 0, "created": True, "file": "brokers/3/server.log", "line": 2, "t_s": 7.0}
@@ -375,6 +379,8 @@ def test_an_unclean_election_of_a_broker_on_a_replaced_disk_names_the_swap_and_t
     assert "with its log of queue-0 created anew, empty (brokers/3/server.log line 2)" in got["sentence"]
     assert "its data disk had been replaced since the acknowledgement, at 03:07:25.000 UTC (t=6.000 s)" in got["sentence"]
     assert "loaded at log end offset" not in got["sentence"]
+    assert election["others_held"] == [{"broker": 2, "log_end_offset": 111, "file": "brokers/2/server.log", "line": 1}]
+    assert ", while other replicas held queue-0 further: broker 2 to offset 111 (brokers/2/server.log line 1)" in got["sentence"]
 
 
 def test_a_duplicate_re_sent_under_a_bumped_epoch_says_so(tmp_path: Path) -> None:
