@@ -201,6 +201,25 @@ def test_a_campaign_runs_seeds_until_its_hours_are_spent_and_counts_recorded_run
     assert seeds == [[1], [2], [3]] and len(runs) == 3
 
 
+def test_a_run_checked_again_later_still_counts_its_own_time(tmp_path: Path) -> None:
+    """The run's record (config.json) marks its end; the check adds its own time. A check run again
+    hours later (results.json rewritten then) must not add those hours: the 4.4.0 campaign's first
+    17 runs counted 5.58 h instead of about 1.1 after three of them were checked again."""
+    import datetime as dt
+    import os
+
+    from harness.experiments.campaign import run_wall_s
+
+    run = tmp_path / "20261126T010000-aaaaaa"
+    run.mkdir()
+    start = dt.datetime(2026, 11, 26, 1, 0, tzinfo=dt.timezone.utc).timestamp()
+    write_json(run / "config.json", {"config_format": 2, "run_id": run.name})
+    os.utime(run / "config.json", (start + 300, start + 300))
+    write_json(run / "results.json", {"timings": {"total_s": 45.5}})
+    os.utime(run / "results.json", (start + 4 * 3600, start + 4 * 3600))  # re-checked four hours later
+    assert run_wall_s(DetectionRun(VERSION, "no-idempotence", 1, {}, str(run), "valid")) == pytest.approx(345.5)
+
+
 def test_detect_campaign_refuses_seeds(tmp_path: Path) -> None:
     done = _cli("detect", "--campaign", "1", "--seeds", "3", "--store", str(tmp_path / "s"))
     assert done.returncode == 2 and "drop --seeds" in done.stderr
