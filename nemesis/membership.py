@@ -44,8 +44,8 @@ import time
 from typing import Any
 
 from harness.cluster import grow
-from harness.cluster.broker_config import DATA_DIR
 from harness.cluster.metadata_views import majority_view
+from harness.cluster.node import empty_data_dir
 from harness.errors import HarnessError
 from harness.history.faults import BROKER_ADD, DECOMMISSION, DISK_SWAP
 from nemesis import steps
@@ -171,9 +171,8 @@ class MembershipNemesis(ProcessNemesis):
         value["pids"] = {str(node.node_id): node.pid_on_file()}
         self.record(self.start_f, value)
         self.victims[node.node_id] = steps.kill(node)
-        keep = "" if whole else " ".join(f"! -name '{k}'" for k in KEEP)
-        code, out = node.exec(f"cd {DATA_DIR} && find . -mindepth 1 -maxdepth 1 {keep} -printf '%f\\n' -exec rm -rf {{}} +")
-        self.removed = sorted(line.strip() for line in out.splitlines() if line.strip())[:500] if code == 0 else [f"rm failed: {out[-300:]}"]
+        code, removed, out = empty_data_dir(node, () if whole else KEEP)
+        self.removed = removed[:500] if code == 0 else [f"rm failed: {out[-300:]}"]
         time.sleep(float(plan.get("pause_s") or 0.0))
         self.undo_one(node, whole)
         self.wait_whole(node)

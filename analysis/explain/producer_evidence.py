@@ -279,10 +279,10 @@ def known_client_duplicates(results: dict[str, Any]) -> str | None:
     results that do not carry that match. The verdict stays `invalid`; this only lets a caller tell
     a known librdkafka bug from a finding about Kafka (the nightly suite marks such a run xfail)."""
     duplicates = (results.get("counts") or {}).get("duplicate")
+    if set(results.get("forbidden") or []) != {"duplicate"} or not duplicates:
+        return None
     client = results.get("client_duplicates")
-    if client is not None:  # results from 2026-11-27 on: both causes, value by value
-        if set(results.get("forbidden") or []) != {"duplicate"} or not duplicates:
-            return None
+    if client is not None:  # results from 2026-11-27 on: every cause, value by value
         if client.get("duplicates") != duplicates or client.get("explained") != duplicates:
             return None
         how = [f"{client['refused_batch']} after a broker refused an out-of-order batch of its producer"] if client["refused_batch"] else []
@@ -292,9 +292,7 @@ def known_client_duplicates(results: dict[str, Any]) -> str | None:
                 f"({'; '.join(how)}); librdkafka ({ISSUE})")
     evidence = results.get("out_of_order_sequences") or {}
     matched = evidence.get("duplicates_matched") or {}
-    if set(results.get("forbidden") or []) != {"duplicate"} or not evidence.get("count"):
-        return None
-    if not duplicates or matched.get("duplicates") != duplicates or matched.get("explained") != duplicates:
+    if not evidence.get("count") or matched.get("duplicates") != duplicates or matched.get("explained") != duplicates:
         return None
     return (f"known client bug: each of {duplicates} duplicate(s) was sent while a broker refused an out-of-order "
             f"batch of its producer ({evidence['count']} OutOfOrderSequenceException(s) in all); librdkafka re-sends "

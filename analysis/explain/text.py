@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from analysis.explain.producer_evidence import TIMED_OUT
 from analysis.rules.registry import ANOMALIES
 
 FIRST = ("lost-write", "inconsistent-offsets", "duplicate")  # what an SRE reads first: data lost or diverged
@@ -160,7 +161,7 @@ def _client_clause(ctx: dict[str, Any]) -> str:
     if client.get("refused_batch"):
         said.append("a broker refused an out-of-order batch of its producer")
     if client.get("timed_out_s") is not None:
-        said.append(f"its producer's messages timed out locally (_MSG_TIMED_OUT, first at t={client['timed_out_s']:.3f} s)")
+        said.append(f"its producer's messages timed out locally ({TIMED_OUT}, first at t={client['timed_out_s']:.3f} s)")
     bump = client.get("epoch_bump")
     if bump:
         said.append(f"its producer's epoch rose from {bump['from']} to {bump['to']} (first seen at t={bump['at_s']:.3f} s)")

@@ -24,7 +24,7 @@ from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
 from harness.cluster.transport import DockerTransport, Transport
-from harness.cluster.broker_config import (EXTERNAL_PORT, KAFKA_LIBS, NODE_DIR, NodeSpec, log4j1_properties,
+from harness.cluster.broker_config import (DATA_DIR, EXTERNAL_PORT, KAFKA_LIBS, NODE_DIR, NodeSpec, log4j1_properties,
                                           log4j2_properties, server_properties, zookeeper_properties)
 from harness.errors import ClusterError
 from harness.provision.owner import run_labels
@@ -305,3 +305,12 @@ def network_address(container: DockerContainer, network: Network) -> str:
     wrapped.reload()
     info = wrapped.attrs["NetworkSettings"]["Networks"]
     return info.get(network.name, {}).get("IPAddress", "")
+
+
+def empty_data_dir(node: Any, keep: tuple[str, ...] = ()) -> tuple[int, list[str], str]:
+    """Remove every entry of the node's data directory but those named in `keep`, as an operator's
+    replaced disk leaves it (its JVM must be down): the shell's exit code, the names removed
+    (sorted) and its output. membership's swap-disk and the kip966-replaced-disk scenario both do it."""
+    spared = " ".join(f"! -name '{k}'" for k in keep)
+    code, out = node.exec(f"cd {DATA_DIR} && find . -mindepth 1 -maxdepth 1 {spared} -printf '%f\\n' -exec rm -rf {{}} +")
+    return code, sorted(line.strip() for line in out.splitlines() if line.strip()), out

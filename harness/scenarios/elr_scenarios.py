@@ -34,6 +34,7 @@ from typing import Any
 
 from harness.cluster import grow
 from harness.cluster.broker_config import DATA_DIR
+from harness.cluster.node import empty_data_dir
 from harness.history.faults import DISK_SWAP
 from harness.scenarios import Scenario
 from harness.scenarios.context import ScenarioContext
@@ -116,8 +117,7 @@ def replace_disk(ctx: ScenarioContext, node: Any) -> None:
     """An operator's disk replacement on a broker-only node, as membership's swap-disk does it: every
     file of the data directory removed, `kafka-storage format` with the cluster's id, the broker started."""
     ctx.step(f"replace {ctx.name(node)}'s disk", DISK_SWAP.start, node=node.node_id, targets=[node.node_id])
-    code, out = node.exec(f"cd {DATA_DIR} && find . -mindepth 1 -maxdepth 1 -printf '%f\\n' -exec rm -rf {{}} +")
-    removed = sorted(ln.strip() for ln in out.splitlines() if ln.strip())
+    code, removed, out = empty_data_dir(node)
     if code != 0:
         ctx.fail(f"emptying {ctx.name(node)}'s data directory failed (exit {code}): {out.strip()[-300:]}")
     pid = node.start_process(format_cluster_id=ctx.cluster.cluster_id)
