@@ -226,12 +226,13 @@ def _producer_sequences(run_dir: Path, record: RunRecord, judged: Judged, dup_se
         sequences["duplicates_matched"] = match_duplicates(sequences, dup_sends, clk.start_ns if clk.exact else None, record.topic)
         del sequences["events"]  # up to 10k parsed lines: the match says what they showed
     judged.sequences = sequences
-    hint = duplicate_hint(sequences)
+    client = record.raw.get("client") if isinstance(record.raw.get("client"), dict) else {}
+    name = client.get("name") or "librdkafka"
+    hint = duplicate_hint(sequences, name)
     if hint:
         v.reasons = [*v.reasons, hint]
     if "duplicate" in v.forbidden:
-        client = record.raw.get("client") if isinstance(record.raw.get("client"), dict) else {}
-        judged.client_duplicates = client_explained(librdkafka_only(dup_sends, client.get("name") or "librdkafka"))
+        judged.client_duplicates = client_explained(librdkafka_only(dup_sends, name), name)
         hint = timeout_hint(judged.client_duplicates)
         if hint:
             v.reasons = [*v.reasons, hint]

@@ -227,16 +227,18 @@ def _explained(send: dict[str, Any]) -> bool:
     return bool(send.get("refused_batch") or send.get("timed_out_s") is not None or send.get("epoch_bump"))
 
 
-def client_explained(sends: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+def client_explained(sends: list[dict[str, Any]] | None, client: str = "librdkafka") -> dict[str, Any] | None:
     """How many duplicated values' sends a librdkafka epoch bump explains, and by what evidence: a
     batch of their producer the broker refused (`match_duplicates`), a message of their producer
     that timed out locally while they were in flight (`attach_message_timeouts`), or their
-    producer's epoch seen rising while they were in flight (`attach_epoch_bumps`). None without sends."""
+    producer's epoch seen rising while they were in flight (`attach_epoch_bumps`). `client` is the
+    run's client: only a librdkafka run's may be called its known bug (`known_client_duplicates`).
+    None without sends."""
     if not sends:
         return None
     timed = [s for s in sends if s.get("timed_out_s") is not None]
     bumped = [s["epoch_bump"] for s in sends if s.get("epoch_bump")]
-    return {"duplicates": len(sends), "explained": sum(1 for s in sends if _explained(s)),
+    return {"client": client, "duplicates": len(sends), "explained": sum(1 for s in sends if _explained(s)),
             "refused_batch": sum(1 for s in sends if s.get("refused_batch")), "message_timeout": len(timed),
             "epoch_bumped": len(bumped),
             "first_timeout_s": round(min(s["timed_out_s"] for s in timed), 3) if timed else None,
@@ -261,14 +263,20 @@ def timeout_hint(explained: dict[str, Any] | None) -> str | None:
             f"idempotence cannot deduplicate ({TIMEOUT_SOURCE})")
 
 
-def duplicate_hint(evidence: dict[str, Any] | None) -> str | None:
-    """The sentence the verdict adds to its reasons when duplicates are forbidden."""
+def duplicate_hint(evidence: dict[str, Any] | None, client: str = "librdkafka") -> str | None:
+    """The sentence the verdict adds to its reasons when duplicates are forbidden. It names
+    librdkafka's epoch bump only in a librdkafka run: what another client does after a refused
+    batch is not the checker's to say."""
     if not evidence or not evidence["count"]:
         return None
     first = evidence["examples"][0]
-    return (f"brokers logged {evidence['count']} OutOfOrderSequenceException(s) (broker {first['broker']}: "
-            f"{first['line'][:160]}); after one, librdkafka bumps the producer epoch and may resend messages "
-            f"already in the log, which idempotence then cannot deduplicate ({ISSUE})")
+    logged = (f"brokers logged {evidence['count']} OutOfOrderSequenceException(s) (broker {first['broker']}: "
+              f"{first['line'][:160]})")
+    if client == "librdkafka":
+        return (f"{logged}; after one, librdkafka bumps the producer epoch and may resend messages already in "
+                f"the log, which idempotence then cannot deduplicate ({ISSUE})")
+    return (f"{logged}; this run's client is {client}, not librdkafka, so librdkafka's epoch-bump re-sends "
+            f"({ISSUE}) do not explain its duplicates: read the refused batches beside them")
 
 
 def known_client_duplicates(results: dict[str, Any]) -> str | None:
@@ -283,6 +291,8 @@ def known_client_duplicates(results: dict[str, Any]) -> str | None:
         return None
     client = results.get("client_duplicates")
     if client is not None:  # results from 2026-11-27 on: every cause, value by value
+        if client.get("client", "librdkafka") != "librdkafka":  # the bug is librdkafka's; another client's duplicates are a finding
+            return None
         if client.get("duplicates") != duplicates or client.get("explained") != duplicates:
             return None
         how = [f"{client['refused_batch']} after a broker refused an out-of-order batch of its producer"] if client["refused_batch"] else []
