@@ -70,14 +70,24 @@ def unclean_between(log_view: logs.LogView, key: int, faults: list[Fault], start
             dropping = []
             for f in cuts:
                 d = (f.detail.get("dropped") or {}).get(str(e["leader"])) or {}
-                if d.get("dropped_bytes") or d.get("dropped_files"):
+                if d.get("dropped_bytes") or d.get("dropped_files") or d.get("dropped_entries"):
                     dropping.append({"t_s": round(f.start_s, 3), "utc": utc(f.start_s), "target": f.detail.get("target"),
-                                     "dropped_bytes": d.get("dropped_bytes") or 0, "dropped_files": d.get("dropped_files") or 0})
+                                     "dropped_bytes": d.get("dropped_bytes") or 0, "dropped_files": d.get("dropped_files") or 0,
+                                     "partition_names": partition_names(d, f"{log_view.topic}-{key}")})
             item["power_cuts"] = {"count": len(cuts), "dropping": dropping}
         out.append(item)
         if len(out) == MAX_ELECTIONS:
             break
     return out
+
+
+def partition_names(dropped: dict[str, Any], partition: str, limit: int = 3) -> list[dict[str, Any]]:
+    """What a power cut took of one partition's directory (lossyfs names it since 2026-11-27; []
+    before): the directory's own name first (an `entry` made since its parent's last fsync takes
+    the whole log with it, as in the campaign's seed 33), then its files, at most `limit`."""
+    mine = [n for n in dropped.get("dropped_names") or [] if partition in n.get("path", "").split("/")]
+    mine.sort(key=lambda n: (n["path"].split("/")[-1] != partition, n["path"]))
+    return mine[:limit]
 
 
 def _held_by_others(log_view: logs.LogView, key: int, e: dict[str, Any]) -> list[dict[str, Any]]:

@@ -59,6 +59,7 @@ class LogView:
 
     def __init__(self, run_dir: Path, topic: str, keys: set[int]) -> None:
         self.by_key: dict[int, list[Line]] = {k: [] for k in keys}
+        self.topic = topic
         if not keys:
             return
         names = re.compile(rb"\b" + re.escape(topic.encode()) + rb"-(\d+)(?!\d)")

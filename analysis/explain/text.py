@@ -145,12 +145,22 @@ def _unclean_clause(ctx: dict[str, Any]) -> str:
         cuts = e.get("power_cuts")
         if cuts:
             drops = "; ".join(f"{when(d)} ({d.get('target') or 'one'}) dropping {d['dropped_bytes']:,} bytes and "
-                              f"{d['dropped_files']} files it had not fsynced" for d in cuts["dropping"])
+                              f"{d['dropped_files']} files it had not fsynced{_names_clause(d)}" for d in cuts["dropping"])
             n = cuts["count"]
             text += (f"; {n} power cut{'s' if n > 1 else ''} had struck it since the acknowledgement"
                      + (f", {drops}" if drops else ", none dropping anything"))
         said.append(text)
     return "; " + "; ".join(said) if said else ""
+
+
+def _names_clause(drop: dict[str, Any]) -> str:
+    """', among them the name of queue-1's directory (/data/queue-1, never fsynced)'."""
+    said = []
+    for n in drop.get("partition_names") or []:
+        what = {"entry": "its name, never fsynced", "vanished": f"gone with its directory, {n['bytes']:,} bytes",
+                "bytes": f"{n['bytes']:,} bytes not fsynced", "restored": "a removal undone"}.get(n["what"], n["what"])
+        said.append(f"{n['path']} ({what})")
+    return f", among them {', '.join(said)}" if said else ""
 
 
 def _client_clause(ctx: dict[str, Any]) -> str:

@@ -61,6 +61,8 @@ def test_write_fsync_write_loss_keeps_only_the_first_write(disk: LossyMount) -> 
     dropped = disk.drop()
     assert log.read_bytes() == b"first;"
     assert dropped["dropped_bytes"] == len(b"second;") and dropped["dropped_files"] == 1
+    assert dropped["dropped_names"] == [{"path": "/log", "what": "bytes", "bytes": len(b"second;")}]
+    assert dropped["dropped_names_more"] == 0
 
 
 def test_unsynced_create_and_rename_are_undone(disk: LossyMount) -> None:
@@ -74,6 +76,29 @@ def test_unsynced_create_and_rename_are_undone(disk: LossyMount) -> None:
     assert sorted(p.name for p in root.iterdir()) == ["kept"]
     assert (root / "kept").read_bytes() == b"synced"
     assert dropped["dropped_entries"] >= 2
+    # Each name the cut undid, by path: the two made since the root's fsync and the one renamed
+    # away; and "new"'s data, synced but gone with its name.
+    assert dropped["dropped_names"] == [{"path": "/kept", "what": "restored", "bytes": 0},
+                                        {"path": "/new", "what": "entry", "bytes": 0},
+                                        {"path": "/new", "what": "vanished", "bytes": len(b"data synced, name not")},
+                                        {"path": "/renamed", "what": "entry", "bytes": 0}]
+
+
+def test_a_directory_whose_name_was_never_fsynced_is_named_with_its_files(disk: LossyMount) -> None:
+    """The campaign's seed 33: Kafka made a partition's directory and wrote into it, and a power cut
+    took the directory's name (its parent was never fsynced). The drop names the directory; files
+    under it vanish with it, each named with the bytes it held, synced or not."""
+    root = disk.mountpoint
+    (root / "data").mkdir()
+    fsync_path(root)
+    fsync_path(root / "data")
+    (root / "data" / "queue-1").mkdir()
+    write_at(root / "data" / "queue-1" / "00.log", b"synced data", sync=True)
+    fsync_path(root / "data" / "queue-1")
+    dropped = disk.drop()
+    assert not (root / "data" / "queue-1").exists()
+    assert dropped["dropped_names"] == [{"path": "/data/queue-1", "what": "entry", "bytes": 0},
+                                        {"path": "/data/queue-1/00.log", "what": "vanished", "bytes": len(b"synced data")}]
 
 
 def test_directory_fsync_makes_names_durable_but_not_data(disk: LossyMount) -> None:

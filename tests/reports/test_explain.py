@@ -313,7 +313,10 @@ def test_an_unclean_election_of_a_power_cut_leader_is_named_with_its_empty_log(t
     b.add(5, "invoke", "poll", None)
     b.add(5, "ok", "poll", {"records": [{"key": 0, "offset": 0, "value": 10, "epoch": 1}]})
     b.add("nemesis", "info", "power-off", {"target": "leader", "targets": [3], "roles": {"3": ["leader:queue-0"]},
-                                           "dropped": {"3": {"dropped_bytes": 6539, "dropped_files": 65}}})  # t=5 s
+                                           "dropped": {"3": {"dropped_bytes": 6539, "dropped_files": 65, "dropped_names": [
+                                               {"path": "/data/queue-0/00000000000000000000.log", "what": "vanished", "bytes": 80},
+                                               {"path": "/data/queue-10", "what": "entry", "bytes": 0},  # another partition
+                                               {"path": "/data/queue-0", "what": "entry", "bytes": 0}]}}})  # t=5 s
     b.add("nemesis", "info", "power-on", {"targets": [3]})
     for _ in range(4):
         b.add("nemesis", "info", "observed", {})  # t=7-10 s: the election comes at t=10.5 s
@@ -337,7 +340,9 @@ def test_an_unclean_election_of_a_power_cut_leader_is_named_with_its_empty_log(t
     assert ("broker 3 was made leader of queue-0 by an unclean election at 03:07:29.500 UTC (t=10.500 s) (leader "
             "epoch 2, recovery state RECOVERING") in got["sentence"]
     assert "loaded at log end offset 0 (brokers/3/server.log line 1)" in got["sentence"]
-    assert "dropping 6,539 bytes and 65 files it had not fsynced" in got["sentence"]
+    assert ("dropping 6,539 bytes and 65 files it had not fsynced, among them /data/queue-0 (its name, never fsynced), "
+            "/data/queue-0/00000000000000000000.log (gone with its directory, 80 bytes)") in got["sentence"]
+    assert "queue-10" not in got["sentence"]
 
 
 def test_an_unclean_election_of_a_broker_on_a_replaced_disk_names_the_swap_and_the_new_log(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@
 mod fault;
 mod fs;
 mod refusal;
+mod report;
 mod state;
 
 use std::io::{BufRead, BufReader, Write};
@@ -68,8 +69,9 @@ fn answer(state: &Arc<Mutex<State>>, notifier: &Notifier, command: &str) -> Stri
         }
         "drop" => match st.drop_unsynced() {
             Ok(r) => format!(
-                "{{\"ok\": true, \"dropped_bytes\": {}, \"dropped_files\": {}, \"dropped_entries\": {}, \"seconds\": {:.4}}}",
-                r.dropped_bytes, r.dropped_files, r.dropped_entries, r.seconds),
+                "{{\"ok\": true, \"dropped_bytes\": {}, \"dropped_files\": {}, \"dropped_entries\": {}, \"seconds\": {:.4}, \
+                 \"dropped_names\": {}, \"dropped_names_more\": {}}}",
+                r.dropped_bytes, r.dropped_files, r.dropped_entries, r.seconds, r.names_json(), r.names_more),
             Err(e) => format!("{{\"ok\": false, \"error\": \"drop failed: {}\"}}", e.to_string().replace('"', "'")),
         },
         other => format!("{{\"ok\": false, \"error\": \"unknown command {:?}\"}}", other.replace('"', "'")),

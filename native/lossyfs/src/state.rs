@@ -19,6 +19,8 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::report::{join, DropReport, Dropped, MAX_NAMES};
+
 pub const ROOT: u64 = 1;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -81,13 +83,6 @@ pub struct Counters {
     pub dropped_files: u64,
     pub dropped_entries: u64,
     pub written_bytes: u64,
-}
-
-pub struct DropReport {
-    pub dropped_bytes: u64,
-    pub dropped_files: u64,
-    pub dropped_entries: u64,
-    pub seconds: f64,
 }
 
 pub struct State {
@@ -374,22 +369,35 @@ impl State {
         self.handles.clear();
         let reachable = self.reachable();
         let (mut bytes, mut files, mut entries) = (0u64, 0u64, 0u64);
+        let mut names: Vec<Dropped> = Vec::new();
         let inos: Vec<u64> = self.nodes.keys().copied().collect();
         for ino in &inos {
             let node = &self.nodes[ino];
             let live = matches!(node.loc, Loc::Live { .. });
             if node.kind == Kind::Dir {
                 if reachable.contains(ino) {
-                    let lost = node.children.iter().filter(|(k, v)| node.durable.get(*k) != Some(v)).count();
-                    let back = node.durable.iter().filter(|(k, v)| node.children.get(*k) != Some(v)).count();
-                    entries += (lost + back) as u64;
+                    let dir = self.rel(*ino);
+                    for (name, v) in &node.children {
+                        if node.durable.get(name) != Some(v) {
+                            entries += 1;
+                            names.push(Dropped { path: join(&dir, name), what: "entry", bytes: 0 });
+                        }
+                    }
+                    for (name, v) in &node.durable {
+                        if node.children.get(name) != Some(v) {
+                            entries += 1;
+                            names.push(Dropped { path: join(&dir, name), what: "restored", bytes: 0 });
+                        }
+                    }
                 }
                 continue;
             }
             if !reachable.contains(ino) {
                 if live {
                     files += 1; // a file whose name never reached the disk vanishes, synced data too
-                    bytes += node.dirty_bytes() + node.durable_size.min(node.size);
+                    let gone = node.dirty_bytes() + node.durable_size.min(node.size);
+                    bytes += gone;
+                    names.push(Dropped { path: self.rel(*ino), what: "vanished", bytes: gone });
                 }
                 continue;
             }
@@ -397,6 +405,9 @@ impl State {
             if lost > 0 || node.size != node.durable_size || !node.undo.is_empty() {
                 files += (lost > 0) as u64; // a file only cut back to its synced size lost no data
                 bytes += lost;
+                if lost > 0 {
+                    names.push(Dropped { path: self.rel(*ino), what: "bytes", bytes: lost });
+                }
                 let path = self.path(*ino).unwrap();
                 let file = fs::OpenOptions::new().write(true).open(&path)?;
                 file.set_len(node.durable_size)?;
@@ -443,8 +454,23 @@ impl State {
         c.dropped_bytes += bytes;
         c.dropped_files += files;
         c.dropped_entries += entries;
+        names.sort_by(|a, b| (&a.path, a.what).cmp(&(&b.path, b.what)));
+        let names_more = names.len().saturating_sub(MAX_NAMES) as u64;
+        names.truncate(MAX_NAMES);
         Ok(DropReport { dropped_bytes: bytes, dropped_files: files, dropped_entries: entries,
-                        seconds: began.elapsed().as_secs_f64() })
+                        seconds: began.elapsed().as_secs_f64(), names, names_more })
+    }
+
+    /// A node's live path under the mount ("/" for the root; "<orphan N>" for a parked node).
+    fn rel(&self, ino: u64) -> String {
+        let live = self.backing.join("live");
+        match self.path(ino) {
+            Some(p) if p.starts_with(&live) => {
+                let r = p.strip_prefix(&live).unwrap().to_string_lossy().into_owned();
+                format!("/{r}")
+            }
+            _ => format!("<orphan {ino}>"),
+        }
     }
 
     pub fn stats_json(&self) -> String {
@@ -462,4 +488,3 @@ impl State {
             self.fault.as_ref().map_or("null".to_string(), |f| f.json()))
     }
 }
-
