@@ -144,6 +144,8 @@ class QuorumNemesis(steps.KillInFlight, Nemesis):
             tries += 1
         value["describe_tries"] = tries
         voters = quorum.parse_voters(status) if code == 0 else None
+        if status == NO_TOOL_NODE:  # every broker went down after the look above (seed 33's replay, 2026-11-27)
+            return self.skip(QUORUM.start, value, NO_TOOL_NODE)
         if voters is None:
             return self.skip(QUORUM.start, value, f"the quorum did not name its voters (exit {code}, {tries} tries): {_tail(status, 300)}")
         value["voters_before"] = voters
@@ -160,8 +162,10 @@ class QuorumNemesis(steps.KillInFlight, Nemesis):
         self.record(QUORUM.start, value)
         began = time.monotonic()
         kill = plan if plan.get("kill") == "kill" else None
-        remove = self.change("remove", self.tool_node(), f"--bootstrap-controller {self.bootstrap()} remove-controller "
-                             f"--controller-id {who} --controller-directory-id {directory}", kill)
+        node = self.tool_node_or_none()
+        remove = self.change("remove", node, f"--bootstrap-controller {self.bootstrap()} remove-controller "
+                             f"--controller-id {who} --controller-directory-id {directory}", kill) \
+            if node is not None else {"exit": None, "answer": NO_TOOL_NODE, "took_s": 0.0, "via": None}
         done: dict[str, Any] = {"targets": [who], "remove": remove}
         if remove["exit"] == 0:
             self.removed = {"id": who, "directory_id": directory}
@@ -236,15 +240,18 @@ class QuorumNemesis(steps.KillInFlight, Nemesis):
         assert self.cluster is not None
         return quorum.bootstrap_servers([self.cluster.node(i).spec for i in self.dedicated])
 
-    def tool_node(self) -> Any:
-        """A broker whose JVM runs, to run the tool in (its container has the jars and the network)."""
-        for node in self.brokers:
-            if node.pid() is not None:
-                return node
-        raise HarnessError(NO_TOOL_NODE)
+    def tool_node_or_none(self) -> Any:
+        """A broker whose JVM runs, to run the tool in (its container has the jars and the network);
+        None while other faults hold every broker down."""
+        return next((node for node in self.brokers if node.pid() is not None), None)
 
     def describe(self, what: str) -> tuple[int, str]:
-        return run_quorum_tool(self.tool_node(), f"--bootstrap-controller {self.bootstrap()} describe {what}")
+        """The tool's exit code and output; (-1, NO_TOOL_NODE) when no broker runs to run it in:
+        the brokers may all go down between the package's first look and any later call."""
+        node = self.tool_node_or_none()
+        if node is None:
+            return -1, NO_TOOL_NODE
+        return run_quorum_tool(node, f"--bootstrap-controller {self.bootstrap()} describe {what}")
 
     def teardown(self) -> dict[str, Any]:
         # A change in flight ends first (its own addition comes after the hold, which the heal cuts short).

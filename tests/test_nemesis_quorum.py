@@ -23,6 +23,7 @@ from harness.cluster.broker_config import NodeSpec, server_properties
 from harness.errors import HarnessError
 from harness.history.faults import KILL, QUORUM, SKIPPED
 from nemesis import registry
+from nemesis.base import NO_TOOL_NODE
 from nemesis.quorum import QuorumNemesis, removal_refused
 from tests.test_nemesis_operations import Node as OpsNode, Recorder
 
@@ -320,6 +321,37 @@ def test_with_every_broker_down_a_start_is_skipped_saying_why(tool):
     (f, skipped), = recorder.events
     assert f == SKIPPED and skipped["fault"] == QUORUM.start and "no broker's JVM runs" in skipped["skipped"]
     assert tool.calls == []
+
+
+def test_brokers_that_all_go_down_after_the_first_look_are_a_skip_or_a_note_never_an_error(tool, monkeypatch):
+    """The look that a broker runs and the tool's call are apart in time: in seed 33's replay
+    (2026-11-27) every broker went down between them and the start became a nemesis error. Before
+    the change the start is a skip; after it, the band ends with the reason in place of the
+    voters, and the addition still comes (it runs in the controller's own container)."""
+    cluster = Cluster()
+    looks = iter(range(1_000))
+
+    def first_look_only(node):
+        return lambda: 4242 if next(looks) == 0 else None
+    for node in cluster.brokers:
+        node.pid = first_look_only(node)
+    _, recorder, _, _ = started(tool, cluster=cluster)
+    (f, skipped), = recorder.events
+    assert f == SKIPPED and skipped["skipped"] == NO_TOOL_NODE and tool.calls == []
+
+    cluster = Cluster()
+
+    def down_after_removal(node, args, timeout_s=60):
+        answer = tool(node, args, timeout_s)
+        if "remove-controller" in args:
+            for broker in cluster.brokers:
+                broker.running = False
+        return answer
+    monkeypatch.setattr("nemesis.quorum.run_quorum_tool", down_after_removal)
+    _, recorder, value, _ = started(tool, cluster=cluster)
+    (f0, _), (f1, stop) = recorder.events
+    assert (f0, f1) == (QUORUM.start, QUORUM.stop) and value["removed"] and value["added"]
+    assert stop["voters_after"] is None and stop["status_after"] == NO_TOOL_NODE and stop["replication_after"] == NO_TOOL_NODE
 
 
 def test_only_the_kill_coins_given_are_drawn():
