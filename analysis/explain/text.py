@@ -154,7 +154,7 @@ def _unclean_clause(ctx: dict[str, Any]) -> str:
 
 
 def _names_clause(drop: dict[str, Any]) -> str:
-    """', among them the name of queue-1's directory (/data/queue-1, never fsynced)'."""
+    """', among them /queue-1 (its name, never fsynced), /queue-1/00….log (gone with its directory, 80 bytes)'."""
     said = []
     for n in drop.get("partition_names") or []:
         what = {"entry": "its name, never fsynced", "vanished": f"gone with its directory, {n['bytes']:,} bytes",

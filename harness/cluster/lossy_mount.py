@@ -121,7 +121,8 @@ class LossyMount:
         """Power loss: discard every un-synced byte and directory entry. Returns dropped_bytes,
         dropped_files (files cut back or vanished), dropped_entries (names undone), seconds, and
         dropped_names: what was taken, by path under the mount, each {"path", "what": entry |
-        restored | vanished | bytes, "bytes"}, at most 200 (dropped_names_more: how many more)."""
+        restored | vanished | bytes, "bytes"}, names before files, at most 200 (dropped_names_more:
+        how many more)."""
         return self.command("drop")
 
     def fault(self, error: str, path: str | None = None) -> dict[str, Any]:

@@ -76,12 +76,12 @@ def test_unsynced_create_and_rename_are_undone(disk: LossyMount) -> None:
     assert sorted(p.name for p in root.iterdir()) == ["kept"]
     assert (root / "kept").read_bytes() == b"synced"
     assert dropped["dropped_entries"] >= 2
-    # Each name the cut undid, by path: the two made since the root's fsync and the one renamed
-    # away; and "new"'s data, synced but gone with its name.
-    assert dropped["dropped_names"] == [{"path": "/kept", "what": "restored", "bytes": 0},
-                                        {"path": "/new", "what": "entry", "bytes": 0},
-                                        {"path": "/new", "what": "vanished", "bytes": len(b"data synced, name not")},
-                                        {"path": "/renamed", "what": "entry", "bytes": 0}]
+    # Each name the cut undid: the two made since the root's fsync, the one renamed away; then
+    # "new"'s data, synced but gone with its name (names first, then files, each by path).
+    assert dropped["dropped_names"] == [{"path": "/new", "what": "entry", "bytes": 0},
+                                        {"path": "/renamed", "what": "entry", "bytes": 0},
+                                        {"path": "/kept", "what": "restored", "bytes": 0},
+                                        {"path": "/new", "what": "vanished", "bytes": len(b"data synced, name not")}]
 
 
 def test_a_directory_whose_name_was_never_fsynced_is_named_with_its_files(disk: LossyMount) -> None:

@@ -25,6 +25,17 @@ pub struct Dropped {
 
 pub const MAX_NAMES: usize = 200;
 
+impl Dropped {
+    pub fn rank(&self) -> u8 {
+        match self.what {
+            "entry" => 0,
+            "restored" => 1,
+            "vanished" => 2,
+            _ => 3,
+        }
+    }
+}
+
 impl DropReport {
     pub fn names_json(&self) -> String {
         let items: Vec<String> = self.names.iter().map(|d| format!(

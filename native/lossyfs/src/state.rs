@@ -454,7 +454,10 @@ impl State {
         c.dropped_bytes += bytes;
         c.dropped_files += files;
         c.dropped_entries += entries;
-        names.sort_by(|a, b| (&a.path, a.what).cmp(&(&b.path, b.what)));
+        // Names first (a lost directory name takes its whole subtree), then vanished files, then cut
+        // files, each by path: at 200 the names Kafka's internal topics leave must not push a data
+        // directory's name off the list.
+        names.sort_by(|a, b| (a.rank(), &a.path).cmp(&(b.rank(), &b.path)));
         let names_more = names.len().saturating_sub(MAX_NAMES) as u64;
         names.truncate(MAX_NAMES);
         Ok(DropReport { dropped_bytes: bytes, dropped_files: files, dropped_entries: entries,
