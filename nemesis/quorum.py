@@ -128,7 +128,7 @@ class QuorumNemesis(steps.KillInFlight, Nemesis):
         value["roles"] = self.roles([self.cluster.node(i) for i in plan["targets"]])
         if not plan["targets"]:
             return self.skip(QUORUM.start, value, plan.get("why") or "no controller to remove")
-        if not any(node.pid() is not None for node in self.brokers):  # the tool runs in a broker's container
+        if self.tool_node_or_none() is None:  # the tool runs in a broker's container
             return self.skip(QUORUM.start, value, NO_TOOL_NODE)
         if self.removed is not None:  # an earlier addition was refused: add that voter back, remove no other
             skipped = self.skip(QUORUM.start, value, f"controller {self.removed['id']} removed earlier is not a voter again yet; "

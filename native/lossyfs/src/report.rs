@@ -44,7 +44,7 @@ impl DropReport {
     }
 }
 
-pub fn json_string(s: &str) -> String {
+fn json_string(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {
