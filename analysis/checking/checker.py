@@ -226,7 +226,7 @@ def _producer_sequences(run_dir: Path, record: RunRecord, judged: Judged, dup_se
         sequences["duplicates_matched"] = match_duplicates(sequences, dup_sends, clk.start_ns if clk.exact else None, record.topic)
         del sequences["events"]  # up to 10k parsed lines: the match says what they showed
     judged.sequences = sequences
-    client = record.raw.get("client") if isinstance(record.raw.get("client"), dict) else {}
+    client = record.mapping("client")
     name = client.get("name") or "librdkafka"
     hint = duplicate_hint(sequences, name)
     if hint:

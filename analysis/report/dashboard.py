@@ -38,7 +38,7 @@ RUN_ID_TIME = re.compile(r"^(\d{8}T\d{6})")
 def _client(record: RunRecord) -> str:
     """'java 4.4.0', 'librdkafka 2.16.0': the run's client library and its version (config.json
     `client`); runs from before the choice of client ran librdkafka, which their row says."""
-    client = record.raw.get("client") if isinstance(record.raw.get("client"), dict) else {}
+    client = record.mapping("client")
     name = client.get("name") if isinstance(client.get("name"), str) else "librdkafka"
     versions = client.get("versions") if isinstance(client.get("versions"), dict) else {}
     own = versions.get({"librdkafka": "librdkafka", "java": "kafka-clients"}.get(name, name))

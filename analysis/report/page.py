@@ -126,7 +126,7 @@ def _facts(run_dir: Path, record: RecordLike, cluster: dict[str, Any] | None,
         w = lag.get("worst") or {}
         facts.append(("consumer realtime lag", f"max {html.fmt(lag.get('max_ms'))} ms (process {w.get('process')}, "
                       f"partition {w.get('key')}), p50 {html.fmt(lag.get('p50_ms'))} ms, p99 {html.fmt(lag.get('p99_ms'))} ms"))
-    client = c.raw.get("client") if isinstance(c.raw.get("client"), dict) else {}
+    client = c.mapping("client")
     versions = client.get("versions") if isinstance(client.get("versions"), dict) else (cluster or {}).get("client")
     if isinstance(versions, dict) and versions:
         named = f"{client['name']}: " if isinstance(client.get("name"), str) else ""

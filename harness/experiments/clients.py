@@ -86,7 +86,7 @@ def measured(client: str, seed: int, settings: dict[str, Any], run_dir: Path, re
     invoked = sends.get("invoke", 0) or 0
     sending_s = sending_seconds(record, settings["time_limit_s"])
     head = results.get("headline") or {}
-    client_block = record.raw.get("client") if record is not None and isinstance(record.raw.get("client"), dict) else {}
+    client_block = record.mapping("client") if record is not None else {}
     return ClientRun(client, seed, settings, str(run_dir), results.get("verdict", "unknown"),
                      dict(client_block.get("versions") or {}), round((sends.get("ok", 0) or 0) / sending_s, 1),
                      head.get("lost", 0), head.get("duplicated", 0), head.get("reordered", 0), head.get("diverged", 0),

@@ -280,6 +280,5 @@ def _observed(run_dir: Path) -> dict[str, Any]:
         record = read_record(run_dir)
     except (OSError, RecordError):
         return {}
-    faults = record.raw.get("nemesis_config") if record is not None else None
-    observed = faults.get("observed") if isinstance(faults, dict) else None
+    observed = record.mapping("nemesis_config").get("observed") if record is not None else None
     return observed if isinstance(observed, dict) else {}

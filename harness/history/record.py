@@ -185,6 +185,11 @@ class RunRecord:
     problems: tuple[str, ...] = ()  # values of the wrong type, read as absent
     source: Path | None = None  # the file it was read from (read_record)
 
+    def mapping(self, key: str) -> dict[str, Any]:
+        """raw[KEY] when the file holds a mapping there (client, settings, nemesis_config as written), else {}."""
+        value = self.raw.get(key)
+        return value if isinstance(value, dict) else {}
+
     @property
     def profile_name(self) -> str | None:
         return self.profile.name if self.profile is not None else None

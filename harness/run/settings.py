@@ -113,12 +113,12 @@ def read_replay(path: Path) -> dict[str, Any]:
     values.update({key: value for key, value in recorded.items() if value is not None})
     from harness.kafka_settings.given import replayed
 
-    client = record.raw.get("client") if isinstance(record.raw.get("client"), dict) else {}
+    client = record.mapping("client")
     values.update({k: v for k, v in (("client", client.get("name")), ("client_version", client.get("version")),
                                      ("group_protocol", record.raw.get("group_protocol")),
                                      ("controllers", record.raw.get("controllers")),
                                      ("upgrade_to", record.raw.get("upgrade_to"))) if v is not None})
-    settings = replayed(record.raw.get("settings") if isinstance(record.raw.get("settings"), dict) else None)
+    settings = replayed(record.mapping("settings") or None)
     values.update({key: settings[scope] for key, scope in CONFIG_SCOPES.items() if scope in settings})
     values["replay_of"] = str(path.resolve())
     values["nemesis"] = ",".join(record.packages) or "none"
@@ -127,7 +127,7 @@ def read_replay(path: Path) -> dict[str, Any]:
     faults = record.nemesis_config
     if faults is not None and faults.interval_s is not None:
         values["nemesis_interval"] = faults.interval_s
-    raw_faults = record.raw.get("nemesis_config") if isinstance(record.raw.get("nemesis_config"), dict) else {}
+    raw_faults = record.mapping("nemesis_config")
     if raw_faults.get("scheduler") in ("random", "guided"):  # a guided run's replay repeats its executed schedule
         values["scheduler"] = raw_faults["scheduler"]
     if "observed" in raw_faults:
