@@ -187,8 +187,7 @@ class RunRecord:
 
     def mapping(self, key: str) -> dict[str, Any]:
         """raw[KEY] when the file holds a mapping there (client, settings, nemesis_config as written), else {}."""
-        value = self.raw.get(key)
-        return value if isinstance(value, dict) else {}
+        return self.raw[key] if isinstance(self.raw.get(key), dict) else {}
 
     @property
     def profile_name(self) -> str | None:
