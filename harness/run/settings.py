@@ -118,7 +118,7 @@ def read_replay(path: Path) -> dict[str, Any]:
                                      ("group_protocol", record.raw.get("group_protocol")),
                                      ("controllers", record.raw.get("controllers")),
                                      ("upgrade_to", record.raw.get("upgrade_to"))) if v is not None})
-    settings = replayed(record.mapping("settings") or None)
+    settings = replayed(record.mapping("settings"))
     values.update({key: settings[scope] for key, scope in CONFIG_SCOPES.items() if scope in settings})
     values["replay_of"] = str(path.resolve())
     values["nemesis"] = ",".join(record.packages) or "none"
