@@ -114,7 +114,7 @@ def _facts(run_dir: Path, record: RecordLike, cluster: dict[str, Any] | None,
                      + (f", cluster start {seconds.cluster_ready} s" if seconds.cluster_ready is not None else "")),
         ("final drain", _drain_text(c.drain)),
     ]
-    faults = c.raw.get("nemesis_config") if isinstance(c.raw.get("nemesis_config"), dict) else {}
+    faults = c.mapping("nemesis_config")
     observed = faults.get("observed")
     if isinstance(observed, dict):  # the state watch's totals (docs/guided.md), under guided or --observe
         kinds = observed.get("log_facts") if isinstance(observed.get("log_facts"), dict) else {}
@@ -135,18 +135,18 @@ def _facts(run_dir: Path, record: RecordLike, cluster: dict[str, Any] | None,
     if any(isinstance(n, dict) and n.get("roles") for n in nodes):  # which node does what: dedicated controllers show here
         facts.append(("nodes", "; ".join(f"{n.get('node_id')}: {'+'.join(n.get('roles') or ['broker (ZooKeeper)'])}"
                                          for n in sorted(nodes, key=lambda n: n.get("node_id") or 0) if isinstance(n, dict))))
-    given = c.raw.get("settings") if isinstance(c.raw.get("settings"), dict) else {}
+    given = c.mapping("settings")
     if given:  # the user's own settings, as given (secrets REDACTED): harness/kafka_settings
         facts.append(("settings given", "; ".join(f"--{scope}-config " + " ".join(f"{k}={v}" for k, v in values.items())
                                                   for scope, values in given.items() if isinstance(values, dict))))
-    target = c.raw.get("target") if isinstance(c.raw.get("target"), dict) else None
+    target = c.mapping("target")
     if target:  # a cluster the harness did not start (harness/target): where, and whether TLS was verified
         sec = target.get("security") if isinstance(target.get("security"), dict) else {}
         trust = {True: "TLS certificates verified", False: "TLS verification OFF (verify = false in the target file)",
                  None: "no TLS"}.get(sec.get("tls_verify"), "?")
         facts.append(("target", f"{target.get('name')} at {target.get('bootstrap_servers')}: {sec.get('protocol')}"
                                 f"{' ' + str(sec['sasl_mechanism']) if sec.get('sasl_mechanism') else ''}, {trust}"))
-    upgrade = c.raw.get("upgrade") if isinstance(c.raw.get("upgrade"), dict) else None
+    upgrade = c.mapping("upgrade")
     if upgrade:  # a rolling upgrade (nemesis/upgrade.py): each node's version after the heal, the features finalized
         facts.append(("rolling upgrade", upgrade_text(upgrade)))
     if c.failure:
