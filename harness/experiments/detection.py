@@ -79,6 +79,7 @@ class DetectionRun:
     # With a state watch (detect --schedule): distinct abstract states and transitions the run saw.
     states: int | None = None
     transitions: int | None = None
+    at_risk: int | None = None  # times a leader was elected just after it truncated, writes acknowledged (AtRisk)
 
     @property
     def found(self) -> bool:
@@ -248,7 +249,8 @@ def _execute(store: Path, version: str, profile: str, seed: int, settings: dict[
     observed = _observed(Path(run_dir))
     return DetectionRun(version, profile, seed, settings, str(run_dir), results["verdict"], head["lost"],
                         head["diverged"], head.get("duplicated", 0), list(results.get("forbidden", [])),
-                        states=observed.get("distinct_states"), transitions=observed.get("distinct_transitions"))
+                        states=observed.get("distinct_states"), transitions=observed.get("distinct_transitions"),
+                        at_risk=observed.get("writes_at_risk_count"))
 
 
 def schedule_of(run: DetectionRun) -> str:

@@ -53,6 +53,16 @@ worth most there (ties by name), and a flag that made one package react makes no
 while it stays in the state (the abstraction's WINDOW_S), so that three packages do not all strike
 at one flag; a package reacts at most once per REACT_MIN_S.
 
+Design 6 (2026-11-28): the same timing, a second reward. Novelty alone left guided at random's
+rate (design 4: 3 of 10 on 0.10.2.2 each way, covering 0.87x random's states), and it fades as
+the map grows: a state earlier runs saw often is worth almost nothing, whether or not it is where
+writes get lost. Design 6 also rewards the moment acknowledged writes are at risk (AtRisk in
+state.py: a partition's new leader truncated its own log within the last 5 s while sends to the
+partition were acknowledged), the state in which high-watermark truncation lost writes before
+KIP-101. It says nothing of which faults lead there. r = (n / (1 + n) + min(1, k)) / 2, with k
+the times writes were at risk since the action: below 1 as before, and at least 0.5 for a risk
+whatever the novelty, so the squash cannot hide it behind a burst of new states.
+
 Every choice draws from its package's seeded random stream and is recorded (config.json
 nemesis_config.guided.decisions: the state, the action, its Q value, the reward); the executed
 schedule, with the brokers each fault resolved, is what `run --replay` repeats. The same seed and
@@ -85,7 +95,7 @@ REFUSED = ("heir", "transfer", "flap", "rejoin")  # recipes: sequences written a
 DELAYS = (0.5, 0.8, 1.2, 1.5)
 MAX_HOLD = {"kill": 2, "pause": 2}  # starts a package may hold at once; every other package one
 HOLD_LIMIT = 3.0  # × the interval: a fault held longer is stopped without asking (the run goes on)
-DESIGN = 4  # the decision streams and moments, the reward's scale, the optimism (the module docstring); kept with the Q table
+DESIGN = 6  # the decision streams and moments, the reward's scale, the optimism (the module docstring); kept with the Q table
 ALPHA, GAMMA, EPSILON = 0.3, 0.5, 0.1
 OPTIMISM = 1.0 / (1.0 - GAMMA)  # the largest return rewards below 1 can add up to
 # Design 4: a decision state that gains one of these flags makes a package decide at once (one
@@ -143,6 +153,8 @@ class GuidedScheduler:
         self._last: dict[str, tuple[str, str]] = {}  # package -> (state, action) of its last decision
         self._novel: list[float] = []  # the novelty of each item the watch saw first, in order
         self._mark: dict[str, int] = {}  # package -> len(_novel) at its last decision
+        self._risky = 0  # times writes were at risk so far (design 6)
+        self._risk_mark: dict[str, int] = {}  # package -> _risky at its last decision
         self._cond = threading.Condition()
         self._closed = False
         self._began: float | None = None
@@ -241,9 +253,13 @@ class GuidedScheduler:
         state = watch.decision_state() if watch is not None else "unobserved"
         if watch is not None:
             self._novel += [1.0 / math.sqrt(1 + self.prior.count(x)) for x in watch.take_fresh()]
+            take_risky = getattr(watch, "take_risky", None)
+            self._risky += take_risky() if take_risky is not None else 0
         novelty = sum(self._novel[self._mark.get(package, 0):])  # first seen since this package's last action
         self._mark[package] = len(self._novel)
-        reward = round(novelty / (1.0 + novelty), 4)
+        risky = self._risky - self._risk_mark.get(package, 0)  # writes at risk since this package's last action
+        self._risk_mark[package] = self._risky
+        reward = round((novelty / (1.0 + novelty) + min(1, risky)) / 2, 4)
         actions = self.actions(package)
         if package in self._last:
             s, a = self._last[package]
@@ -273,7 +289,8 @@ class GuidedScheduler:
         else:
             self.held[package] = []
         self.decisions.append({"at_s": at_s, "package": package, "state": state, "action": action, "why": why,
-                               "on": on, "q": round(self.value(state, action), 4), "reward_of_previous": reward})
+                               "on": on, "q": round(self.value(state, action), 4), "reward_of_previous": reward,
+                               "at_risk_since_previous": risky})
         log.info("guided: %s in state %s (%s, on %s)", action, state, why, on)
         return FaultEvent(at_s, package, kind, params)
 
@@ -294,4 +311,4 @@ class GuidedScheduler:
 
     def describe(self) -> dict[str, Any]:
         return {"seed": self.seed, "version": self.version, "decisions": list(self.decisions), "coverage": self.saved,
-                "design": f"q-learning {DESIGN}", "react_flags": sorted(REACT_FLAGS), "alpha": ALPHA, "gamma": GAMMA, "epsilon": EPSILON, "delays_x_interval": list(DELAYS)}
+                "design": f"q-learning {DESIGN}", "react_flags": sorted(REACT_FLAGS), "writes_at_risk": self._risky, "alpha": ALPHA, "gamma": GAMMA, "epsilon": EPSILON, "delays_x_interval": list(DELAYS)}

@@ -101,6 +101,53 @@ class Abstraction:
         return out
 
 
+class AtRisk:
+    """Acknowledged writes at risk (design 6's reward, nemesis/guided/scheduler.py): a metadata look
+    names a new leader for a partition, that broker's own log truncated the partition within the
+    last `window_s`, and a send to the partition was acknowledged within `window_s`. A replica
+    that has just truncated its log and is then elected leader is where high-watermark truncation
+    lost acknowledged writes before KIP-101 (a follower restarts, truncates to its high watermark,
+    and is elected before it fetched again) and diverged before KIP-279; any truncation counts,
+    of whatever kind, and whichever faults led to it. Pure, as Abstraction: every call is given
+    `now`."""
+
+    TRUNCATIONS = frozenset({"truncate", "truncate-hw", "truncate-epoch"})
+
+    def __init__(self, window_s: float = WINDOW_S) -> None:
+        self.window_s = window_s
+        self._truncated: dict[tuple[int, int], float] = {}  # (partition, broker) -> when it last truncated
+        self._acked: dict[int, float] = {}  # partition -> when a send to it was last acknowledged
+        self._leaders: dict[int, int] = {}  # partition -> leader at the previous look
+        self.events: list[tuple[int, int]] = []  # (partition, new leader), in order
+
+    def add(self, facts: Iterable[Fact], acked: dict[int, int] | None, now: float) -> None:
+        for f in facts:
+            if f.kind in self.TRUNCATIONS and f.partition is not None and f.broker is not None:
+                self._truncated[(f.partition, f.broker)] = now
+        for p, n in (acked or {}).items():
+            if n > 0:
+                self._acked[p] = now
+
+    def look(self, look: Look | None, now: float) -> list[tuple[int, int]]:
+        """The partitions whose new leader (in this look) just truncated while writes were acknowledged."""
+        if look is None or not look.answered:
+            return []
+        new = []
+        for p, leader in look.leaders.items():
+            before = self._leaders.get(p)
+            if leader is None or leader < 0:
+                continue
+            self._leaders[p] = leader
+            if before is None or before == leader:
+                continue
+            truncated = self._truncated.get((p, leader))
+            if (truncated is not None and now - truncated <= self.window_s
+                    and now - self._acked.get(p, -self.window_s - 1) <= self.window_s):
+                new.append((p, leader))
+        self.events += new
+        return new
+
+
 class Seen:
     """What one run has seen: each distinct state and transition with how often, in order of first sight."""
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from harness.history.format import OBSERVED
 from nemesis.guided.loglines import IsrSizes, LogTail, classify, partition_pattern
-from nemesis.guided.state import Abstraction, Acks, Look, Seen, decision_state, now
+from nemesis.guided.state import Abstraction, Acks, AtRisk, Look, Seen, decision_state, now
 from nemesis.holds import Holds
 
 log = logging.getLogger("nemesis")
@@ -34,6 +34,9 @@ class StateWatch:
         self._looker = looker
         self.abstraction = Abstraction()
         self.seen = Seen()
+        self.risk = AtRisk()
+        self._risk_taken = 0
+        self._risk_look: Look | None = None  # the look AtRisk last compared
         self.holds = holds if holds is not None else Holds()  # the run's Observer's: the faults in force
         self.look: Look | None = None
         self.states: dict[int, str] = {}
@@ -103,6 +106,10 @@ class StateWatch:
         with self._lock:
             self.ticks += 1
             self.abstraction.add(facts, t)
+            self.risk.add(facts, acked, t)
+            if look is not None and look is not self._risk_look:  # each look compared once
+                self._risk_look = look
+                self.risk.look(look, t)
             active, hit = self.holds.now()
             self.states = self.abstraction.states(t, self.look, active, hit, acked)
             changed = self.seen.update(self.states)
@@ -132,10 +139,19 @@ class StateWatch:
         with self._lock:
             return self.seen.take_fresh()
 
+    def take_risky(self) -> int:
+        """How many times writes were at risk (AtRisk) since the scheduler last asked."""
+        with self._lock:
+            n = len(self.risk.events) - self._risk_taken
+            self._risk_taken = len(self.risk.events)
+            return n
+
     def summary(self) -> dict[str, Any]:
         with self._lock:
             return {"ticks": self.ticks, "distinct_states": len(self.seen.states),
                     "distinct_transitions": len(self.seen.transitions),
+                    "writes_at_risk_count": len(self.risk.events),
+                    "writes_at_risk": [{"partition": f"{self.topic}-{p}", "leader": b} for p, b in self.risk.events[:50]],
                     "log_facts": dict(sorted(self.abstraction.fact_counts.items())),
                     "errors": self.errors[:5]}
 
