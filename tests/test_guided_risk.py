@@ -3,85 +3,78 @@ the watch and paid by the scheduler, without a cluster: facts and looks are fed 
 
 from __future__ import annotations
 
-from nemesis.guided.loglines import Fact, classify
+from nemesis.guided.loglines import Fact, classify, elected
 from nemesis.guided.scheduler import GuidedScheduler
-from nemesis.guided.state import AtRisk, Look
+from nemesis.guided.state import AtRisk
 from nemesis.guided.watch import StateWatch
 
 NEMESES = {"kill": type("K", (), {"targets": ("one", "leader")})()}
-# 0.10.2.2's follower truncation on becoming a follower after a restart (tests/test_observer_loglines.py)
-TRUNCATION = "[2026-11-26 01:58:12,511] INFO Truncating log queue-3 to offset 1875. (kafka.log.Log)"
+# Real 0.10.2.2 lines (run 20261127T232258-e1ea20, seed 2 of design 4's quiet sweep, the run whose
+# queue-3 diverged at offset 209): broker 3 truncated queue-3 to 209 at 23:23:18.2 and the
+# controller elected it, alone in the ISR, 5.8 s later.
+TRUNCATION = "[2026-11-27 23:23:18,246] INFO Truncating log queue-3 to offset 209. (kafka.log.Log)"
+ELECTION = ('[2026-11-27 23:23:24,081] INFO [OfflinePartitionLeaderSelector]: Selected new leader and ISR {"leader":3,'
+            '"leader_epoch":2,"isr":[3]} for offline partition [queue,3] (kafka.controller.OfflinePartitionLeaderSelector)')
 
 
-def _look(leader: int) -> Look:
-    return Look(leaders={3: leader, 4: 1}, isrs={3: [1, 2, 3], 4: [1, 2, 3]}, controller=1)
+def test_the_elected_broker_is_read_from_each_version_s_leader_line() -> None:
+    assert elected(ELECTION, Fact("leader", 3, 1)) == 3  # the controller's log names it
+    kraft = ("[2026-11-25T19:03:27,659] INFO [Broker id=1] Leader queue-5 with topic id Some(ikw7Pg2SRaaMKzEU04dSZg) starts at "
+             "leader epoch 0 from offset 0 with partition epoch 0, high watermark 0, ISR [1,3,2] (state.change.logger)")
+    assert elected(kraft, Fact("leader", 5, 1)) == 1
+    old = "[2026-11-25 00:05:31,337] INFO [Partition queue-1 broker=3] queue-1 starts at Leader Epoch 2 from offset 581. (kafka.cluster.Partition)"
+    assert elected(old, Fact("leader", 1, 3)) == 3
 
 
-def test_a_new_leader_that_just_truncated_while_writes_were_acknowledged_puts_them_at_risk() -> None:
+def test_an_election_just_after_the_new_leader_truncated_while_writes_were_acknowledged_puts_them_at_risk() -> None:
     risk = AtRisk()
-    assert risk.look(_look(1), 100.0) == []  # the first look names leaders; nothing changed yet
-    fact = classify(TRUNCATION, "queue", broker=2)
-    assert fact == Fact("truncate", 3, 2)
-    risk.add([fact], {3: 12}, 101.0)
-    assert risk.look(_look(2), 103.0) == [(3, 2)]  # broker 2 truncated queue-3 2 s ago and now leads it
-    assert risk.look(_look(2), 104.0) == []  # the same election is counted once
-    assert risk.events == [(3, 2)]
+    risk.add([], {3: 12}, 92.0)  # seed 2's lost write was acknowledged 8.0 s before the truncation
+    fact = classify(TRUNCATION, "queue", broker=3)
+    assert fact == Fact("truncate", 3, 3)
+    risk.add([fact], {}, 100.0)  # no ack since the truncation: seed 2's queue-3 had none either
+    assert risk.elected(3, 3, 105.8) is True
+    assert risk.events == [(3, 3)]
 
 
-def test_no_risk_without_each_of_its_three_parts() -> None:
-    # another broker truncated: the new leader's log was not cut
+def test_no_risk_without_each_of_its_parts() -> None:
     risk = AtRisk()
-    risk.look(_look(1), 100.0)
-    risk.add([Fact("truncate", 3, 3)], {3: 5}, 101.0)
-    assert risk.look(_look(2), 102.0) == []
-    # the truncation is older than the window
+    risk.add([Fact("truncate", 3, 3)], {3: 5}, 100.0)
+    assert risk.elected(3, 2, 102.0) is False  # another broker is elected: its log was not cut
+    assert risk.elected(4, 3, 102.0) is False  # another partition
+    assert risk.elected(3, 3, 108.5) is False  # later than 8 s: design 4's runs that did not diverge
     risk = AtRisk()
-    risk.look(_look(1), 100.0)
-    risk.add([Fact("truncate-hw", 3, 2)], {3: 5}, 101.0)
-    assert risk.look(_look(2), 107.0) == []
-    # no write acknowledged to the partition lately: nothing acknowledged can be lost
-    risk = AtRisk()
-    risk.look(_look(1), 100.0)
-    risk.add([Fact("truncate-epoch", 3, 2)], {4: 5, 3: 0}, 101.0)
-    assert risk.look(_look(2), 102.0) == []
-    # an unanswered look and a leaderless partition change nothing, and the leader before them is kept
-    risk = AtRisk()
-    risk.look(_look(1), 100.0)
-    risk.add([Fact("truncate", 3, 2)], {3: 5}, 101.0)
-    assert risk.look(Look(answered=False), 101.5) == [] and risk.look(_look(-1), 102.0) == []
-    assert risk.look(_look(2), 103.0) == [(3, 2)]  # 1 -> none -> 2 is a new leader
+    risk.add([Fact("truncate-hw", 3, 3)], {4: 9, 3: 0}, 100.0)  # nothing acknowledged to queue-3: nothing to lose
+    assert risk.elected(3, 3, 101.0) is False
+    assert risk.events == []
 
 
-def test_the_watch_counts_risks_once_per_look_and_hands_them_to_the_scheduler_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_watch_reads_risks_from_the_logs_and_hands_them_to_the_scheduler_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
     class Broker:
-        node_id = 2
-
-        def __init__(self) -> None:
-            self.text = ""
+        def __init__(self, node_id: int) -> None:
+            self.node_id, self.text = node_id, ""
 
         def read_log(self, offset: int, name: str) -> tuple[str, int]:
             return self.text[offset:], len(self.text)
 
-    broker = Broker()
+    controller, follower = Broker(1), Broker(3)
     history = tmp_path / "history.jsonl"
     history.write_text("")
     recorder = type("R", (), {"path": history, "nemesis": lambda self, *a: None})()
-    watch = StateWatch(type("C", (), {"brokers": [broker]})(), recorder, "queue", looker=lambda: None)
+    watch = StateWatch(type("C", (), {"brokers": [controller, follower]})(), recorder, "queue", looker=lambda: None)
     for _, tail in watch._tails:
         tail.start_at_end()
     watch._acks.start_at_end()  # type: ignore[union-attr]
-    watch.look = _look(1)
-    watch.tick()
-    broker.text += TRUNCATION + "\n"
     with open(history, "a") as f:
-        f.write('{"index":0,"time":1,"process":0,"type":"ok","f":"send","value":{"key":3,"value":7,"offset":9,"epoch":null}}\n')
+        f.write('{"index":0,"time":1,"process":0,"type":"ok","f":"send","value":{"key":3,"value":7,"offset":208,"epoch":null}}\n')
     watch.tick()
-    watch.look = _look(2)
+    follower.text += TRUNCATION + "\n"
     watch.tick()
-    watch.tick()  # the same look again: not a second risk
+    controller.text += ELECTION + "\n"
+    watch.tick()
+    watch.tick()  # nothing new: no second risk
     assert watch.take_risky() == 1 and watch.take_risky() == 0
     summary = watch.summary()
-    assert summary["writes_at_risk_count"] == 1 and summary["writes_at_risk"] == [{"partition": "queue-3", "leader": 2}]
+    assert summary["writes_at_risk_count"] == 1 and summary["writes_at_risk"] == [{"partition": "queue-3", "leader": 3}]
 
 
 def test_a_risk_is_worth_half_the_reward_whatever_the_novelty_and_is_credited_to_each_action_once() -> None:

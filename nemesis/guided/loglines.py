@@ -62,6 +62,9 @@ KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((k, re.compile(p)) for k,
 CLUSTER_KINDS = frozenset({"fenced", "unfenced", "controller", "startup", "shutdown", "fatal", "unclean"})
 # Kinds that say nothing new about a partition's state (kept for counts, left out of the state).
 QUIET_KINDS = frozenset({"truncate-noop", "follower", "isr-updated"})
+# Who a `leader` fact elects: 0.10.2.2's controller names it ({"leader":4,...}); 1.1.1's and
+# 3.x/4.x's new leaders log their own election ("[Partition queue-7 broker=1]", "[Broker id=1]").
+ELECTED = re.compile(r'"leader":(\d+)|\[Partition \S+ broker=(\d+)\]|\[Broker id=(\d+)\] Leader ')
 ISR_FROM_TO = re.compile(r"(?:Shrinking|Expanding) ISR (?:for partition \S+ )?from ([\d,]+) to ([\d,]+)")
 ISR_UPDATED_TO = re.compile(r"ISR updated to ([\d,]+)")
 
@@ -95,6 +98,12 @@ def classify(line: str, topic: str, broker: int | None = None, names: re.Pattern
         # A partition fact about another topic (__consumer_offsets-7) is not the workload's.
         return None if re.search(r"[\w.-]+-\d+|\[[\w.-]+,\d+\]", line) else Fact(kind, None, broker)
     return Fact(kind, partition if kind not in CLUSTER_KINDS else None, broker)
+
+
+def elected(line: str, fact: Fact) -> int | None:
+    """The broker a `leader` fact's line elects (the log's own broker when the line does not say)."""
+    m = ELECTED.search(line)
+    return int(next(g for g in m.groups() if g is not None)) if m else fact.broker
 
 
 class IsrSizes:

@@ -18,7 +18,7 @@ import threading
 from typing import Any, Callable
 
 from harness.history.format import OBSERVED
-from nemesis.guided.loglines import IsrSizes, LogTail, classify, partition_pattern
+from nemesis.guided.loglines import IsrSizes, LogTail, classify, elected, partition_pattern
 from nemesis.guided.state import Abstraction, Acks, AtRisk, Look, Seen, decision_state, now
 from nemesis.holds import Holds
 
@@ -36,7 +36,6 @@ class StateWatch:
         self.seen = Seen()
         self.risk = AtRisk()
         self._risk_taken = 0
-        self._risk_look: Look | None = None  # the look AtRisk last compared
         self.holds = holds if holds is not None else Holds()  # the run's Observer's: the faults in force
         self.look: Look | None = None
         self.states: dict[int, str] = {}
@@ -93,7 +92,7 @@ class StateWatch:
     def tick(self) -> dict[int, tuple[str | None, str]]:
         """One observation: the logs, the latest metadata look, the acks; record what changed."""
         t = now()
-        facts = []
+        facts, elections = [], []
         look = self.look
         for isr in (look.isrs.values() if look is not None else ()):
             self._isr.saw(len(isr))
@@ -102,14 +101,16 @@ class StateWatch:
                 fact = self._isr.resolve(line, classify(line, self.topic, broker, self._names))
                 if fact is not None:
                     facts.append(fact)
+                    if fact.kind == "leader" and fact.partition is not None:
+                        elections.append((fact.partition, elected(line, fact)))
         acked = self._acks.read() if self._acks is not None else None
         with self._lock:
             self.ticks += 1
             self.abstraction.add(facts, t)
-            self.risk.add(facts, acked, t)
-            if look is not None and look is not self._risk_look:  # each look compared once
-                self._risk_look = look
-                self.risk.look(look, t)
+            self.risk.add(facts, acked, t)  # this tick's truncations count as before its elections
+            for partition, leader in elections:
+                if leader is not None:
+                    self.risk.elected(partition, leader, t)
             active, hit = self.holds.now()
             self.states = self.abstraction.states(t, self.look, active, hit, acked)
             changed = self.seen.update(self.states)
