@@ -189,7 +189,7 @@ def test_a_schedule_is_another_measurement_whose_rows_count_states(tmp_path: Pat
     distinct states and transitions; the table shows both, per schedule."""
     def execute(store, version, profile, seed, settings, finisher):  # type: ignore[no-untyped-def]
         run = made(version, seed)
-        run.settings, run.states, run.transitions = settings, 10 * seed, 20 * seed
+        run.settings, run.states, run.transitions, run.at_risk = settings, 10 * seed, 20 * seed, seed - 1
         return run
 
     run_detection(tmp_path, ["0.10.2.2"], [1, 2], execute=execute, schedule="guided", **_knobs())
@@ -201,6 +201,7 @@ def test_a_schedule_is_another_measurement_whose_rows_count_states(tmp_path: Pat
     text = Detection(runs).markdown()
     assert "| 0.10.2.2 | no-idempotence | guided | 2 | 0 | - | 0 | 0 | 0 | 15.0 | 30.0 |" in text
     assert "| 0.10.2.2 | random | 1 | valid |" in text
+    assert " | 20 | 40 | 1 | " in text  # guided seed 2: states, transitions, writes at risk (AtRisk)
 
 
 def test_detect_refuses_the_quorum_package_without_dedicated_controllers(tmp_path: Path) -> None:

@@ -140,11 +140,12 @@ class Detection:
         lines += [f"| {r['version']} | {r['profile']} | {r['schedule']} | {r['seeds']} | {r['found']} | {r['first'] or '-'} | "
                   f"{r['invalid_other']} | {r['unknown']} | {r['failed']} | {_mean(r['states'])} | {_mean(r['transitions'])} |"
                   for r in self.rows()]
-        lines += ["", "| version | schedule | seed | verdict | lost | diverged | duplicated | forbidden | states | transitions | run |",
-                  "|---|---|---:|---|---:|---:|---:|---|---:|---:|---|"]
+        lines += ["", "| version | schedule | seed | verdict | lost | diverged | duplicated | forbidden | states | transitions | "
+                  "writes at risk | run |", "|---|---|---:|---|---:|---:|---:|---|---:|---:|---:|---|"]
         lines += [f"| {r.version} | {schedule_of(r)} | {r.seed} | {r.verdict if r.failed is None else 'FAILED: ' + r.failed[:60]} | "
                   f"{r.lost} | {r.diverged} | {r.duplicated} | {', '.join(r.forbidden) or '-'} | "
-                  f"{'-' if r.states is None else r.states} | {'-' if r.transitions is None else r.transitions} | {Path(r.run_dir).name} |"
+                  f"{'-' if r.states is None else r.states} | {'-' if r.transitions is None else r.transitions} | "
+                  f"{'-' if r.at_risk is None else r.at_risk} | {Path(r.run_dir).name} |"
                   for r in self.runs]
         return "\n".join(lines)
 
