@@ -100,3 +100,15 @@ def test_a_risk_is_worth_half_the_reward_whatever_the_novelty_and_is_credited_to
     assert rewards[1:] == [0.45, 0.95, 0.0]
     assert [d["at_risk_since_previous"] for d in s.decisions] == [0, 0, 2, 0]
     assert s.describe()["writes_at_risk"] == 2 and s.describe()["design"] == "q-learning 6"
+
+
+def test_the_report_names_the_writes_at_risk_and_says_nothing_for_runs_before_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from analysis.report.page import _facts
+
+    observed = {"ticks": 119, "distinct_states": 110, "distinct_transitions": 132, "log_facts": {"truncate": 60},
+                "writes_at_risk_count": 1, "writes_at_risk": [{"partition": "queue-3", "leader": 3}]}
+    facts = dict(_facts(tmp_path, {"nemesis_config": {"scheduler": "guided", "observed": observed}}, None, None))
+    assert facts["writes at risk"] == ("1 time(s) a broker was elected leader at most 8 s after it truncated that "
+                                       "partition: queue-3 (leader 3)")
+    del observed["writes_at_risk_count"], observed["writes_at_risk"]
+    assert "writes at risk" not in dict(_facts(tmp_path, {"nemesis_config": {"observed": observed}}, None, None))
