@@ -121,11 +121,11 @@ def _facts(run_dir: Path, record: RecordLike, cluster: dict[str, Any] | None,
         facts.append(("abstract states", f"{faults.get('scheduler', '?')} schedule: {observed.get('distinct_states')} distinct "
                       f"states, {observed.get('distinct_transitions')} distinct transitions over {observed.get('ticks')} "
                       "ticks; log facts " + (", ".join(f"{k} {n}" for k, n in kinds.items()) or "none")))
-        risks = observed.get("writes_at_risk") if isinstance(observed.get("writes_at_risk"), list) else None
-        if risks is not None:  # design 6's AtRisk (nemesis/guided/state.py); absent before 2026-11-28
+        risks = observed.get("writes_at_risk")
+        if isinstance(risks, list):  # design 6's AtRisk (nemesis/guided/state.py); absent before 2026-11-28
+            where = ", ".join(f"{r.get('partition')} (leader {r.get('leader')})" for r in risks[:10] if isinstance(r, dict))
             facts.append(("writes at risk", f"{observed.get('writes_at_risk_count', len(risks))} time(s) a broker was elected "
-                          "leader at most 8 s after it truncated that partition" + (": " + ", ".join(
-                              f"{r.get('partition')} (leader {r.get('leader')})" for r in risks[:10] if isinstance(r, dict)) if risks else "")))
+                          "leader at most 8 s after it truncated that partition" + (f": {where}" if where else "")))
     lag = (results or {}).get("realtime_lag")  # a measurement (analysis/checking/lag.py), absent in older results
     if isinstance(lag, dict):
         w = lag.get("worst") or {}
