@@ -1,5 +1,5 @@
 """How soon after its own truncation was each new leader elected, in runs that diverged and runs
-that did not? The evidence behind design 6's `AtRisk` window (nemesis/guided/state.py):
+that did not? The evidence behind design 6's risk window (nemesis/guided/risk.py has design 7's):
 
     python bench/risk_gaps.py LEDGER.jsonl [...]      # detect's ledger (STORE/detection.jsonl)
 
@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nemesis.guided.loglines import classify, elected, partition_pattern  # noqa: E402
-from nemesis.guided.state import AtRisk  # noqa: E402
+from nemesis.guided.risk import TRUNCATIONS  # noqa: E402
 
 LOOK_BACK_S = 30.0
 
@@ -48,7 +48,7 @@ def gaps(run: Path, topic: str = "queue") -> list[tuple[float, int, int, int]]:
                 events.append((when, line, fact))
     out = []
     for when, line, fact in sorted(events, key=lambda e: e[0]):
-        if fact.kind in AtRisk.TRUNCATIONS and fact.broker is not None:
+        if fact.kind in TRUNCATIONS and fact.broker is not None:
             offset = line.split(" to offset ")[-1].split()[0].rstrip(".") if " to offset " in line else "-1"
             truncations[(fact.partition, fact.broker)] = (when, int(offset) if offset.isdigit() else -1)
         elif fact.kind == "leader":

@@ -36,6 +36,11 @@ class Holds:
         with self._lock:
             return sorted(p for p, nodes in self._nodes.items() if p != besides and node_id in nodes)
 
+    def held(self) -> dict[str, set[int]]:
+        """Package -> the brokers its active faults hold, copied (nemesis/guided/risk.py asks who is cut off)."""
+        with self._lock:
+            return {p: set(nodes) for p, nodes in self._nodes.items()}
+
     def now(self) -> tuple[dict[str, int], set[int]]:
         """(package -> starts held, every broker some fault holds), copied."""
         with self._lock:

@@ -122,10 +122,11 @@ def _facts(run_dir: Path, record: RecordLike, cluster: dict[str, Any] | None,
                       f"states, {observed.get('distinct_transitions')} distinct transitions over {observed.get('ticks')} "
                       "ticks; log facts " + (", ".join(f"{k} {n}" for k, n in kinds.items()) or "none")))
         risks = observed.get("writes_at_risk")
-        if isinstance(risks, list):  # design 6's AtRisk (nemesis/guided/state.py); absent before 2026-11-28
+        if isinstance(risks, list):  # nemesis/guided/risk.py; absent before 2026-11-28, design 6's rule before design 7's
             where = ", ".join(f"{r.get('partition')} (leader {r.get('leader')})" for r in risks[:10] if isinstance(r, dict))
             facts.append(("writes at risk", f"{observed.get('writes_at_risk_count', len(risks))} time(s) a broker was elected "
-                          "leader at most 8 s after it truncated that partition" + (f": {where}" if where else "")))
+                          "leader soon after it truncated that partition, cut off from its leader and not back in the ISR, "
+                          "acknowledged writes above its truncation" + (f": {where}" if where else "")))
     lag = (results or {}).get("realtime_lag")  # a measurement (analysis/checking/lag.py), absent in older results
     if isinstance(lag, dict):
         w = lag.get("worst") or {}

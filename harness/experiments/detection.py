@@ -79,7 +79,7 @@ class DetectionRun:
     # With a state watch (detect --schedule): distinct abstract states and transitions the run saw.
     states: int | None = None
     transitions: int | None = None
-    at_risk: int | None = None  # times a leader was elected just after it truncated, writes acknowledged (AtRisk)
+    at_risk: int | None = None  # times writes were at risk (nemesis/guided/risk.py)
 
     @property
     def found(self) -> bool:

@@ -159,3 +159,34 @@ class LogTail:
         text = self.rest + text
         whole, _, self.rest = text.rpartition("\n")
         return whole.splitlines() if whole else []
+
+
+# What design 7's risk signal (nemesis/guided/risk.py) reads beyond a line's kind. A follower's
+# fetcher names the leader it fetches each partition from (0.10.2.2 and 1.1.1: "Added fetcher for
+# partitions List([queue-4, initOffset 5260 to broker BrokerEndPoint(3,kafka-3,9092)] , ...");
+# a truncation names its offset ("Truncating log queue-5 to offset 4551.", 1.1.1's "Truncating to
+# 4551", 3.x/4.x's "TruncationState(offset=4551, completed=true)").
+FETCH_FROM = re.compile(r"\[(?:\S+?)-(\d+), initOffset -?\d+ to broker BrokerEndPoint\((?:id=)?(\d+),")
+TRUNCATED_TO = re.compile(r"Truncating (?:log \S+ )?to (?:offset )?(\d+)|TruncationState\(offset=(\d+)")
+
+
+def fetch_sources(line: str, topic: str) -> dict[int, int]:
+    """Partition of `topic` -> the broker a fetcher line says it is fetched from ({} for other lines)."""
+    if "Added fetcher" not in line:
+        return {}
+    prefix = f"[{topic}-"
+    return {int(m.group(1)): int(m.group(2)) for m in FETCH_FROM.finditer(line)
+            if line[m.start():m.start() + len(prefix)] == prefix}
+
+
+def truncated_to(line: str) -> int | None:
+    m = TRUNCATED_TO.search(line)
+    return int(m.group(1) or m.group(2)) if m else None
+
+
+def isr_joined(line: str) -> set[int]:
+    """The brokers an "Expanding ISR ... from A to B" line adds (B - A); empty for any other line."""
+    m = ISR_FROM_TO.search(line)
+    if m is None or "Expanding" not in line:
+        return set()
+    return {int(b) for b in m.group(2).split(",")} - {int(b) for b in m.group(1).split(",")}

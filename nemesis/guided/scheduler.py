@@ -65,6 +65,11 @@ novelty, so the squash cannot hide it behind a burst of new states. Measured aga
 seeds each side by side on 0.10.2.2 (2026-11-28): 2 finds in 10 each, 0.83x random's states, and
 fewer risks than random's runs (11 against 18): no better, no worse (docs/guided.md).
 
+Design 7 (2026-11-28): the same learning, a sharper risk (nemesis/guided/risk.py). Design 6's rule
+fired in runs that diverged and runs that did not alike; the new one asks whether a fault kept
+the truncated follower from its leader and whether it was back in the ISR before its election.
+Read offline from 37 runs, it fired in 11 runs, 7 of which diverged, and in none of the other 26.
+
 Every choice draws from its package's seeded random stream and is recorded (config.json
 nemesis_config.guided.decisions: the state, the action, its Q value, the reward); the executed
 schedule, with the brokers each fault resolved, is what `run --replay` repeats. The same seed and
@@ -97,7 +102,7 @@ REFUSED = ("heir", "transfer", "flap", "rejoin")  # recipes: sequences written a
 DELAYS = (0.5, 0.8, 1.2, 1.5)
 MAX_HOLD = {"kill": 2, "pause": 2}  # starts a package may hold at once; every other package one
 HOLD_LIMIT = 3.0  # × the interval: a fault held longer is stopped without asking (the run goes on)
-DESIGN = 6  # the decision streams and moments, the reward's scale, the optimism (the module docstring); kept with the Q table
+DESIGN = 7  # the decision streams and moments, the reward's scale, the optimism (the module docstring); kept with the Q table
 ALPHA, GAMMA, EPSILON = 0.3, 0.5, 0.1
 OPTIMISM = 1.0 / (1.0 - GAMMA)  # the largest return rewards below 1 can add up to
 # Design 4: a decision state that gains one of these flags makes a package decide at once (one
@@ -155,7 +160,7 @@ class GuidedScheduler:
         self._last: dict[str, tuple[str, str]] = {}  # package -> (state, action) of its last decision
         self._novel: list[float] = []  # the novelty of each item the watch saw first, in order
         self._mark: dict[str, int] = {}  # package -> len(_novel) at its last decision
-        self._risky = 0  # times writes were at risk so far (design 6)
+        self._risky = 0  # times writes were at risk so far (designs 6 and 7)
         self._risk_mark: dict[str, int] = {}  # package -> _risky at its last decision
         self._cond = threading.Condition()
         self._closed = False

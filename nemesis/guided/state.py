@@ -34,7 +34,7 @@ WINDOW_S = 5.0
 # The flags a cluster-wide fact gives every partition's state.
 CLUSTER_FLAGS = {"fenced": "fenced", "controller": "ctl-change", "startup": "restart", "shutdown": "shutdown",
                  "fatal": "fatal", "unclean": "unclean"}
-ACKED = re.compile(rb'"type":"ok","f":"send","value":\{"key":(\d+)')
+ACKED = re.compile(rb'"type":"ok","f":"send","value":\{"key":(\d+)(?:,"value":-?\d+,"offset":(\d+))?')
 
 
 def faults_text(active: dict[str, int]) -> str:
@@ -101,55 +101,6 @@ class Abstraction:
         return out
 
 
-RISK_WINDOW_S = 8.0
-
-
-class AtRisk:
-    """Acknowledged writes at risk (design 6's reward, nemesis/guided/scheduler.py): a broker is
-    elected a partition's leader at most `window_s` after its own log truncated that partition,
-    and some send to the partition was acknowledged during the fault phase. A follower that
-    truncated its log and was elected before it had fetched back what its old leader had
-    acknowledged is where high-watermark truncation lost writes before KIP-101.
-
-    Why 8 s: a ZooKeeper-era controller elects only after the dead leader's 6 s session expired, so
-    an election at most 8 s after the new leader's truncation means the old leader was lost at
-    most ~2 s after it. In design 4's ten quiet 0.10.2.2 runs of 2026-11-27 (broker logs read
-    afterwards, log timestamps), an election came 5.8-7.4 s after the new leader's own truncation
-    in 2 of the 3 runs that diverged, on the partition that diverged, and in none of the 7 others,
-    whose shortest such gaps were 8.2-11.7 s. Elections are read from the logs (the `leader` fact:
-    0.10.2.2's controller names the new leader in its line, later versions' leaders log their own),
-    not from the metadata, which the watch looks at only every 2 s. Acknowledgements are not
-    asked to be recent: in that seed 2 the write lost at queue-3 offset 209 was acknowledged 8.0 s
-    before the truncation, the partition unavailable in between. On 20 new runs (2026-11-28,
-    bench/results/guided-design6-risk-gaps-2026-11-28.txt) runs with a risk diverged in 3 of 8,
-    runs without in 1 of 12 (elected 9.6 s after its truncation). Pure, as Abstraction: every call
-    is given `now`."""
-
-    TRUNCATIONS = frozenset({"truncate", "truncate-hw", "truncate-epoch"})
-
-    def __init__(self, window_s: float = RISK_WINDOW_S) -> None:
-        self.window_s = window_s
-        self._truncated: dict[tuple[int, int], float] = {}  # (partition, broker) -> when it last truncated
-        self._acked: set[int] = set()  # partitions with an acknowledged send
-        self.events: list[tuple[int, int]] = []  # (partition, new leader), in order
-
-    def add(self, facts: Iterable[Fact], acked: dict[int, int] | None, now: float) -> None:
-        self._acked.update(p for p, n in (acked or {}).items() if n > 0)
-        for f in facts:
-            if f.kind in self.TRUNCATIONS and f.partition is not None and f.broker is not None:
-                self._truncated[(f.partition, f.broker)] = now
-
-    def elected(self, partition: int, leader: int, now: float) -> bool:
-        """A `leader` fact: is this election one that puts acknowledged writes at risk?"""
-        truncated = self._truncated.get((partition, leader))
-        if truncated is None or now - truncated > self.window_s:
-            return False
-        if partition not in self._acked:
-            return False  # nothing acknowledged: nothing acknowledged to lose
-        self.events.append((partition, leader))
-        return True
-
-
 class Seen:
     """What one run has seen: each distinct state and transition with how often, in order of first sight."""
 
@@ -209,6 +160,7 @@ class Acks:
 
     def __init__(self, path: Any) -> None:
         self.path, self.offset = path, 0
+        self.top: dict[int, int] = {}  # partition -> the highest offset acknowledged (nemesis/guided/risk.py)
 
     def start_at_end(self) -> None:
         try:
@@ -226,7 +178,13 @@ class Acks:
             return None
         cut = data.rfind(b"\n") + 1
         self.offset += cut
-        return Counter(int(k) for k in ACKED.findall(data[:cut]))
+        counts: Counter[int] = Counter()
+        for key, offset in ACKED.findall(data[:cut]):
+            p = int(key)
+            counts[p] += 1
+            if offset and int(offset) > self.top.get(p, -1):
+                self.top[p] = int(offset)
+        return counts
 
 
 def now() -> float:

@@ -18,13 +18,30 @@ import threading
 from typing import Any, Callable
 
 from harness.history.format import OBSERVED
-from nemesis.guided.loglines import IsrSizes, LogTail, classify, elected, partition_pattern
-from nemesis.guided.state import Abstraction, Acks, AtRisk, Look, Seen, decision_state, now
+from nemesis.guided.loglines import IsrSizes, LogTail, classify, elected, fetch_sources, isr_joined, partition_pattern, truncated_to
+from nemesis.guided.risk import TRUNCATIONS, AtRisk
+from nemesis.guided.state import Abstraction, Acks, Look, Seen, decision_state, now
 from nemesis.holds import Holds
 
 log = logging.getLogger("nemesis")
 
 TICK_S = 1.0
+
+
+def in_time_order(logs: list[tuple[Any, list[str]]]) -> list[tuple[Any, str]]:
+    """One tick's lines of every broker, merged by their log timestamps ("[2026-11-27 23:23:18,246]",
+    4.x "[2026-11-25T19:03:27,659]": both sort as text); a line without one (a stack trace's) stays
+    after the line before it. Broker by broker, a follower's truncation read after its leader's
+    "Expanding ISR" line of the same second would look as if it came after its return to the ISR."""
+    keyed = []
+    for n, (broker, lines) in enumerate(logs):
+        stamp = ""
+        for i, line in enumerate(lines):
+            if line[:3] == "[20":
+                stamp = line[1:24]
+            keyed.append((stamp, n, i, broker, line))
+    keyed.sort(key=lambda k: k[:3])
+    return [(broker, line) for *_, broker, line in keyed]
 
 
 class StateWatch:
@@ -96,18 +113,18 @@ class StateWatch:
         look = self.look
         for isr in (look.isrs.values() if look is not None else ()):
             self._isr.saw(len(isr))
-        for broker, tail in self._tails:
-            for line in tail.lines():
-                fact = self._isr.resolve(line, classify(line, self.topic, broker, self._names))
-                if fact is not None:
-                    facts.append(fact)
-                    if fact.kind == "leader" and fact.partition is not None:
-                        elections.append((fact.partition, elected(line, fact)))
+        lines = in_time_order([(broker, tail.lines()) for broker, tail in self._tails])  # I/O outside the lock
         acked = self._acks.read() if self._acks is not None else None
         with self._lock:
+            if self._acks is not None:
+                self.risk.acked(self._acks.top)
+            for broker, line in lines:
+                fact = self._read(broker, line, t, look, elections)
+                if fact is not None:
+                    facts.append(fact)
             self.ticks += 1
             self.abstraction.add(facts, t)
-            self.risk.add(facts, acked, t)  # this tick's truncations count as before its elections
+            self.risk.look(self.holds.held(), t)  # this tick's truncations count as before its elections
             for partition, leader in elections:
                 if leader is not None:
                     self.risk.elected(partition, leader, t)
@@ -119,6 +136,22 @@ class StateWatch:
                 "states": {f"{self.topic}-{p}": new for p, (_, new) in sorted(changed.items())},
                 "distinct_states": len(self.seen.states), "distinct_transitions": len(self.seen.transitions)})
         return changed
+
+    def _read(self, broker: int | None, line: str, t: float, look: Look | None, elections: list) -> Any:
+        """One log line: its fact (or None), and what design 7's risk signal takes from it."""
+        fact = self._isr.resolve(line, classify(line, self.topic, broker, self._names))
+        if broker is not None:
+            for partition, leader in fetch_sources(line, self.topic).items():
+                self.risk.fetches(partition, broker, leader, t)
+        if fact is None or fact.partition is None:
+            return fact
+        if fact.kind == "leader":
+            elections.append((fact.partition, elected(line, fact)))
+        elif fact.kind in TRUNCATIONS and fact.broker is not None and (to := truncated_to(line)) is not None:
+            self.risk.truncated(fact.partition, fact.broker, to, t, look.leaders.get(fact.partition) if look else None)
+        elif fact.kind == "isr-expand":
+            self.risk.rejoined(fact.partition, isr_joined(line))
+        return fact
 
     def _look(self) -> Look | None:
         from nemesis.targets import Roles
@@ -141,7 +174,7 @@ class StateWatch:
             return self.seen.take_fresh()
 
     def take_risky(self) -> int:
-        """How many times writes were at risk (AtRisk) since the scheduler last asked."""
+        """How many times writes were at risk (nemesis/guided/risk.py) since the scheduler last asked."""
         with self._lock:
             n = len(self.risk.events) - self._risk_taken
             self._risk_taken = len(self.risk.events)
