@@ -38,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.risk_gaps import _when, diverged  # noqa: E402
+from bench.risk_gaps import _when, diverged, runs  # noqa: E402
 from nemesis.guided.loglines import classify, elected, partition_pattern  # noqa: E402
 from nemesis.guided.risk import TRUNCATIONS  # noqa: E402
 
@@ -221,24 +221,19 @@ def main() -> int:
     args = parser.parse_args()
     table = {(True, True): 0, (True, False): 0, (False, True): 0, (False, False): 0}  # (fires, found) -> runs
     ticked = dict(table)  # the same, by the watch
-    for ledger in args.ledgers:
-        for row in map(json.loads, ledger.read_text().splitlines()):
-            run = Path(row["run_dir"])
-            if not run.exists():
-                print(f"{row['seed']:>3} {row['settings'].get('schedule', '-'):<7} {run.name}: run directory gone")
-                continue
-            found = bool(set(row["forbidden"]) & {"inconsistent-offsets", "lost-write"})
-            fired = [e for e in elections(run) if e["fires"]]
-            cut = diverged(run)
-            hits = [e for e in fired if (e["partition"], e["to"]) in cut]
-            live = watched(run)
-            table[(bool(fired), found)] += 1
-            ticked[(bool(live), found)] += 1
-            print(f"{row['seed']:>3} {row['settings'].get('schedule', '-'):<7} {run.name} found={'yes' if found else 'no':<3} "
-                  f"at_risk={row.get('at_risk', '-')!s:<3} fires={len(fired):<3} "
-                  f"to a diverged offset={[(e['partition'], e['to'], e['gap_s']) for e in hits] or '-'} watch={len(live)}")
-            for e in fired if args.verbose else []:
-                print(f"      {e}")
+    for row, run in runs(args.ledgers):
+        found = bool(set(row["forbidden"]) & {"inconsistent-offsets", "lost-write"})
+        fired = [e for e in elections(run) if e["fires"]]
+        cut = diverged(run)
+        hits = [e for e in fired if (e["partition"], e["to"]) in cut]
+        live = watched(run)
+        table[(bool(fired), found)] += 1
+        ticked[(bool(live), found)] += 1
+        print(f"{row['seed']:>3} {row['settings'].get('schedule', '-'):<7} {run.name} found={'yes' if found else 'no':<3} "
+              f"at_risk={row.get('at_risk', '-')!s:<3} fires={len(fired):<3} "
+              f"to a diverged offset={[(e['partition'], e['to'], e['gap_s']) for e in hits] or '-'} watch={len(live)}")
+        for e in fired if args.verbose else []:
+            print(f"      {e}")
     for name, t in (("at each line's time", table), ("by the watch, once a tick", ticked)):
         print(f"{name}: runs where it fires: {t[(True, True)]} found of {t[(True, True)] + t[(True, False)]}; "
               f"where it does not: {t[(False, True)]} found of {t[(False, True)] + t[(False, False)]}")

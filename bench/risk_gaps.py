@@ -18,6 +18,7 @@ import datetime as dt
 import json
 import sys
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -68,22 +69,28 @@ def diverged(run: Path) -> set[tuple[int, int]]:
     return {(int(e["key"]), int(e["offset"])) for e in (results.get("examples") or {}).get("inconsistent-offsets", [])}
 
 
+def runs(ledgers: list[Path]) -> Iterator[tuple[dict, Path]]:
+    """(ledger row, its run directory) of every run still on disk; a line for each one gone."""
+    for ledger in ledgers:
+        for row in map(json.loads, ledger.read_text().splitlines()):
+            run = Path(row["run_dir"])
+            if run.exists():
+                yield row, run
+            else:
+                print(f"{row['seed']:>3} {row['settings'].get('schedule', '-'):<7} {run.name}: run directory gone")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("ledgers", nargs="+", type=Path)
     args = parser.parse_args()
-    for ledger in args.ledgers:
-        for row in map(json.loads, ledger.read_text().splitlines()):
-            run = Path(row["run_dir"])
-            if not run.exists():
-                print(f"{row['seed']:>3} {row['settings'].get('schedule', '-'):<7} {run.name}: run directory gone")
-                continue
-            found = gaps(run)
-            cut = diverged(run)
-            hits = [f"{g} s (queue-{p} to {o})" for g, p, _, o in found if (p, o) in cut]
-            print(f"{row['seed']:>3} {row['settings'].get('schedule', '-'):<7} {row['verdict']:<8} "
-                  f"forbidden={','.join(row['forbidden']) or '-':<40} at_risk={row.get('at_risk', '-')!s:<4} "
-                  f"shortest={sorted(g for g, *_ in found)[:4]} to a diverged offset={hits or '-'}")
+    for row, run in runs(args.ledgers):
+        found = gaps(run)
+        cut = diverged(run)
+        hits = [f"{g} s (queue-{p} to {o})" for g, p, _, o in found if (p, o) in cut]
+        print(f"{row['seed']:>3} {row['settings'].get('schedule', '-'):<7} {row['verdict']:<8} "
+              f"forbidden={','.join(row['forbidden']) or '-':<40} at_risk={row.get('at_risk', '-')!s:<4} "
+              f"shortest={sorted(g for g, *_ in found)[:4]} to a diverged offset={hits or '-'}")
     return 0
 
 
