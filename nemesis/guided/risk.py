@@ -13,13 +13,17 @@ fetched back what its old leader had acknowledged above it.
 
 Why this and not design 6's rule (an election at most 8 s after the new leader's truncation, any
 ack on the partition): design 6's fired in runs that diverged and runs that did not at the same
-gaps, 3 of 8 runs with a risk diverging and 1 of 12 without. Read offline from 37 runs of
-0.10.2.2 (design 4's and 6's measurements and five replays, bench/risk_fetch.py, the runs' broker
-logs and histories): this rule fired in 11 runs, 7 of which diverged, and in none of the 26 others;
-every divergence had it fire on the election of a broker truncated to the very offset that
-diverged, 5.8-14.6 s after the truncation. Offline, L came from the fetcher line and the faults
-from the history at the log's own time; live, the watch reads both at its tick (once a second),
-so a fault that lands up to a tick after the truncation may count as within CUT_AFTER_S.
+gaps, 3 of 8 runs with a risk diverging and 1 of 12 without. Read offline from 37 runs of 0.10.2.2
+(design 4's and 6's measurements and five replays, bench/risk_fetch.py, the runs' broker logs and
+histories, replayed through the watch once a second): this rule fired in 13 runs, 7 of which
+diverged, and in none of the 24 others; every divergence had it fire on the election of a broker
+truncated to the very offset that diverged, 5.8-14.6 s after the truncation. On 20 new runs
+(2026-11-28, docs/guided.md "Design 7 against random") it fired live in 8, 1 of which diverged, and
+in none of the 12 others: a risk is a precondition of the loss, not the loss (in the one such run
+read, nothing was written over the missing offsets before the old leader led again). Offline, L
+came from the fetcher line and the faults from the history; live, the watch reads both at its tick
+(once a second), so a fault that lands up to a tick after the truncation may count as within
+CUT_AFTER_S.
 Pure: every call is given `now`.
 """
 

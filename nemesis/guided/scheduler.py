@@ -68,7 +68,9 @@ fewer risks than random's runs (11 against 18): no better, no worse (docs/guided
 Design 7 (2026-11-28): the same learning, a sharper risk (nemesis/guided/risk.py). Design 6's rule
 fired in runs that diverged and runs that did not alike; the new one asks whether a fault kept
 the truncated follower from its leader and whether it was back in the ISR before its election.
-Read offline from 37 runs, it fired in 11 runs, 7 of which diverged, and in none of the other 26.
+Read offline from 37 runs, it fired in 13 runs, 7 of which diverged, and in none of the other 24.
+Measured against random, 10 seeds each side by side on 0.10.2.2 (2026-11-28): 1 find against 0,
+0.89x random's states, and again fewer risks than random's runs (3 against 11) (docs/guided.md).
 
 Every choice draws from its package's seeded random stream and is recorded (config.json
 nemesis_config.guided.decisions: the state, the action, its Q value, the reward); the executed
