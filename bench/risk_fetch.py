@@ -39,13 +39,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.risk_gaps import _when, diverged, runs  # noqa: E402
-from nemesis.guided.loglines import classify, elected, partition_pattern  # noqa: E402
-from nemesis.guided.risk import TRUNCATIONS  # noqa: E402
+from nemesis.guided.loglines import classify, elected, fetch_sources, isr_joined, partition_pattern, truncated_to  # noqa: E402
+from nemesis.guided.risk import CUT_AFTER_S, FETCH_LINE_S, TRUNCATIONS, WINDOW_S  # noqa: E402
 
-LOOK_BACK_S = 30.0
-CUT_AFTER_S = 1.0  # a fault that lands this soon after the truncation leaves F no time to fetch
-FETCHER = re.compile(r"\[queue-(\d+), initOffset -?\d+ to broker BrokerEndPoint\((\d+),")
-EXPAND = re.compile(r"Expanding ISR for partition \[?queue[-,](\d+)\]? from ([\d,]*) to ([\d,]+)")
 ACK = re.compile(r'"time":(\d+),"process":\d+,"type":"ok","f":"send","value":\{"key":(\d+),"value":\d+,"offset":(\d+)')
 
 
@@ -117,28 +113,25 @@ def elections(run: Path) -> list[dict]:
     truncated: dict[tuple[int, int], dict] = {}  # (partition, broker) -> its last truncation
     out = []
     for when, broker, line in lines:
-        for m in FETCHER.finditer(line):  # the leader a truncation's broker fetches from
-            t = truncated.get((int(m.group(1)), broker))
-            if t is not None and t["leader"] is None and when - t["at"] <= 2.0:
-                t["leader"] = int(m.group(2))
-        m = EXPAND.search(line)
-        if m:
-            before, after = set(m.group(2).split(",")), set(m.group(3).split(","))
-            for joined in after - before:
-                t = truncated.get((int(m.group(1)), int(joined)))
-                if t is not None:
-                    t["back"] = True
+        for partition, leader in fetch_sources(line, "queue").items():  # the leader a truncation's broker fetches from
+            t = truncated.get((partition, broker))
+            if t is not None and t["leader"] is None and when - t["at"] <= FETCH_LINE_S:
+                t["leader"] = leader
         fact = classify(line, "queue", broker, names)
         if fact is None or fact.partition is None:
             continue
-        if fact.kind in TRUNCATIONS:
-            offset = line.split(" to offset ")[-1].split()[0].rstrip(".") if " to offset " in line else "-1"
-            truncated[(fact.partition, broker)] = {"at": when, "to": int(offset) if offset.isdigit() else -1,
-                                                   "leader": None, "back": False}
+        if fact.kind == "isr-expand":
+            for joined in isr_joined(line):
+                t = truncated.get((fact.partition, joined))
+                if t is not None:
+                    t["back"] = True
+        elif fact.kind in TRUNCATIONS:
+            to = truncated_to(line)
+            truncated[(fact.partition, broker)] = {"at": when, "to": -1 if to is None else to, "leader": None, "back": False}
         elif fact.kind == "leader":
             f = elected(line, fact)
             t = truncated.get((fact.partition, f)) if f is not None else None
-            if t is None or when - t["at"] > LOOK_BACK_S or t["leader"] in (None, f):
+            if t is None or when - t["at"] > WINDOW_S or t["leader"] in (None, f):
                 continue
             cut = cut_between(faults, t["at"], f, t["leader"])
             if not cut:

@@ -22,7 +22,7 @@ from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nemesis.guided.loglines import classify, elected, partition_pattern  # noqa: E402
+from nemesis.guided.loglines import classify, elected, partition_pattern, truncated_to  # noqa: E402
 from nemesis.guided.risk import TRUNCATIONS  # noqa: E402
 
 LOOK_BACK_S = 30.0
@@ -50,8 +50,8 @@ def gaps(run: Path, topic: str = "queue") -> list[tuple[float, int, int, int]]:
     out = []
     for when, line, fact in sorted(events, key=lambda e: e[0]):
         if fact.kind in TRUNCATIONS and fact.broker is not None:
-            offset = line.split(" to offset ")[-1].split()[0].rstrip(".") if " to offset " in line else "-1"
-            truncations[(fact.partition, fact.broker)] = (when, int(offset) if offset.isdigit() else -1)
+            to = truncated_to(line)
+            truncations[(fact.partition, fact.broker)] = (when, -1 if to is None else to)
         elif fact.kind == "leader":
             leader = elected(line, fact)
             before = truncations.get((fact.partition, leader)) if leader is not None else None

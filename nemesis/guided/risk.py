@@ -38,6 +38,7 @@ FETCH_LINE_S = 2.0  # 0.10.2.2 names the fetch source just after the truncation,
 # Packages whose start keeps a held broker from serving its followers; a partition cuts only
 # across its sides (its targets are one side).
 DOWN = frozenset({"kill", "pause", "power"})
+TRUNCATIONS = frozenset({"truncate", "truncate-hw", "truncate-epoch"})  # loglines kinds that cut a log
 
 
 @dataclass
@@ -66,8 +67,8 @@ class AtRisk:
         self.events: list[tuple[int, int]] = []  # (partition, new leader), in order
 
     def acked(self, top: dict[int, int]) -> None:
-        for p, o in top.items():
-            self._acked_top[p] = max(o, self._acked_top.get(p, -1))
+        """The highest offset acknowledged per partition so far (state.py's Acks.top, which only grows)."""
+        self._acked_top.update(top)
 
     def fetches(self, partition: int, follower: int, leader: int, now: float) -> None:
         """A fetcher line: `follower` fetches `partition` from `leader`."""
@@ -103,6 +104,3 @@ class AtRisk:
         self.events.append((partition, leader))
         t.cut = False  # one risk per truncation
         return True
-
-
-TRUNCATIONS = frozenset({"truncate", "truncate-hw", "truncate-epoch"})  # loglines kinds that cut a log
