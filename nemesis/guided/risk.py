@@ -48,14 +48,22 @@ class Truncation:
     leader: int | None  # who the follower then fetches from
     cut: bool = False
     back: bool = False  # put back in the ISR since
+    by: tuple[str, ...] = ()  # the packages whose faults cut it (design 8 credits them)
+    cut_at: float | None = None  # when the watch saw them cut it
+
+
+def cutters(held: dict[str, set[int]], follower: int, leader: int) -> tuple[str, ...]:
+    """The packages whose faults in force (package -> brokers it holds) keep `follower` from `leader`."""
+    by = [p for p, nodes in sorted(held.items()) if p in DOWN and leader in nodes]
+    side = held.get("partition")
+    if side is not None and (follower in side) != (leader in side):
+        by.append("partition")
+    return tuple(by)
 
 
 def cut(held: dict[str, set[int]], follower: int, leader: int) -> bool:
     """Did the faults in force (package -> brokers it holds) keep `follower` from `leader`?"""
-    if any(leader in nodes for p, nodes in held.items() if p in DOWN):
-        return True
-    side = held.get("partition")
-    return side is not None and (follower in side) != (leader in side)
+    return bool(cutters(held, follower, leader))
 
 
 class AtRisk:
@@ -65,6 +73,8 @@ class AtRisk:
         self._source: dict[tuple[int, int], tuple[int, float]] = {}  # (partition, follower) -> (leader, when read)
         self._acked_top: dict[int, int] = {}  # partition -> the highest offset acknowledged
         self.events: list[tuple[int, int]] = []  # (partition, new leader), in order
+        # for each event: the packages whose faults cut the follower off, and when the watch saw them do it
+        self.causes: list[tuple[tuple[str, ...], float]] = []
 
     def acked(self, top: dict[int, int]) -> None:
         """The highest offset acknowledged per partition so far (state.py's Acks.top, which only grows)."""
@@ -92,7 +102,8 @@ class AtRisk:
         """The faults in force now: a truncation read at most CUT_AFTER_S ago is cut if they cut it."""
         for (_, follower), t in self._truncated.items():
             if not t.cut and t.leader is not None and t.leader != follower and now - t.at <= self.cut_after_s:
-                t.cut = cut(held, follower, t.leader)
+                t.by = cutters(held, follower, t.leader)
+                t.cut, t.cut_at = bool(t.by), now
 
     def elected(self, partition: int, leader: int, now: float) -> bool:
         """A `leader` fact: is this election one that puts acknowledged writes at risk?"""
@@ -102,5 +113,6 @@ class AtRisk:
         if self._acked_top.get(partition, -1) < t.to:
             return False  # nothing acknowledged above the truncation: nothing it lacks
         self.events.append((partition, leader))
+        self.causes.append((t.by, t.cut_at if t.cut_at is not None else now))
         t.cut = False  # one risk per truncation
         return True

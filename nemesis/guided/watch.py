@@ -173,19 +173,21 @@ class StateWatch:
         with self._lock:
             return self.seen.take_fresh()
 
-    def take_risky(self) -> int:
-        """How many times writes were at risk (nemesis/guided/risk.py) since the scheduler last asked."""
+    def take_risky(self) -> list[tuple[tuple[str, ...], float]]:
+        """Each time writes were at risk (nemesis/guided/risk.py) since the scheduler last asked: the
+        packages whose faults cut the elected follower off from its leader, and when (time.monotonic)."""
         with self._lock:
-            n = len(self.risk.events) - self._risk_taken
-            self._risk_taken = len(self.risk.events)
-            return n
+            causes = self.risk.causes[self._risk_taken:]
+            self._risk_taken = len(self.risk.causes)
+            return list(causes)
 
     def summary(self) -> dict[str, Any]:
         with self._lock:
             return {"ticks": self.ticks, "distinct_states": len(self.seen.states),
                     "distinct_transitions": len(self.seen.transitions),
                     "writes_at_risk_count": len(self.risk.events),
-                    "writes_at_risk": [{"partition": f"{self.topic}-{p}", "leader": b} for p, b in self.risk.events[:50]],
+                    "writes_at_risk": [{"partition": f"{self.topic}-{p}", "leader": b, "cut_by": list(by)}
+                                       for (p, b), (by, _) in list(zip(self.risk.events, self.risk.causes))[:50]],
                     "log_facts": dict(sorted(self.abstraction.fact_counts.items())),
                     "errors": self.errors[:5]}
 
