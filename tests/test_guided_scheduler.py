@@ -73,8 +73,8 @@ def test_every_choice_is_recorded_with_its_state_and_the_reward_of_the_one_befor
         s.decide("kill", float(i), watch)
     d = s.describe()["decisions"]
     assert [x["state"] for x in d] == [SCRIPT[i][0] for i in range(4)]
-    # two items no earlier run saw, 1/sqrt(1) each: n = 2; r = n/(1+n) (design 8: risks go to their cause)
-    assert d[1]["reward_of_previous"] == round(2 / 3, 4)
+    # two items no earlier run saw, 1/sqrt(1) each: n = 2; no write at risk: r = (n/(1+n) + 0) / 2
+    assert d[1]["reward_of_previous"] == round(2 / 3 / 2, 4)
     assert all(x["package"] == "kill" for x in d)
     assert all(x["action"].split(":")[0] in ("start", "stop") for x in d)
 
@@ -165,7 +165,7 @@ def test_the_coverage_map_grows_across_runs_and_feeds_the_next_runs_rewards(tmp_
     third.decide("kill", 0.0, _Watch([("s", [])]))
     third.decide("kill", 1.0, _Watch([("s", ["-|L:ok|isr3|-|w", "never-seen"])]))
     n = 1 / (1 + 10) ** 0.5 + 1.0
-    assert third.decisions[-1]["reward_of_previous"] == round(n / (1 + n), 4)
+    assert third.decisions[-1]["reward_of_previous"] == round(n / (1 + n) / 2, 4)
 
 
 def test_no_return_outweighs_an_untried_action_and_another_designs_q_values_are_not_loaded(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -285,8 +285,8 @@ def test_novelty_is_credited_to_each_package_s_last_action_and_the_first_moments
     s.decide("kill", 2.0, _Watch([("s", ["b"])]))
     s.decide("pause", 3.0, _Watch([("s", [])]))
     rewards = {(d["package"], d["at_s"]): d["reward_of_previous"] for d in s.decisions}
-    assert rewards[("kill", 2.0)] == round(2 / 3, 4)  # a and b, both after kill's first action
-    assert rewards[("pause", 3.0)] == 0.5  # b only
+    assert rewards[("kill", 2.0)] == round(2 / 3 / 2, 4)  # a and b, both after kill's first action
+    assert rewards[("pause", 3.0)] == 0.25  # b only
 
 
 def test_a_slow_metadata_look_does_not_slow_the_watch_s_ticks(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -48,7 +48,7 @@ class Truncation:
     leader: int | None  # who the follower then fetches from
     cut: bool = False
     back: bool = False  # put back in the ISR since
-    by: tuple[str, ...] = ()  # the packages whose faults cut it (design 8 credits them)
+    by: tuple[str, ...] = ()  # the packages whose faults cut it (config.json names them with each risk)
     cut_at: float | None = None  # when the watch saw them cut it
 
 

@@ -72,15 +72,14 @@ Read offline from 37 runs, it fired in 13 runs, 7 of which diverged, and in none
 Measured against random, 10 seeds each side by side on 0.10.2.2 (2026-11-28): 1 find against 0,
 0.89x random's states, and again fewer risks than random's runs (3 against 11) (docs/guided.md).
 
-Design 8 (2026-11-28): the same risk, credited to its cause. Designs 6 and 7 gave a risk to
-whichever action of any package came last before it was seen, and an action's value could never
-rise above an untried one's (OPTIMISM): so guided put writes at risk less often than random did
-(3 risks against 11, design 7), and never repeated what had made one. The watch now names the
-packages whose faults cut the elected follower off from its leader, and when; each such
-package's last start before that moment (the fault that did it) has its value moved toward
-RISK_VALUE, twice OPTIMISM: the action that put writes at risk is worth more than any untried
-one, and is taken again when its state recurs, until repeats that make no risk bring it down. The
-step reward is novelty alone, n / (1 + n), as in design 4.
+Design 8 (2026-11-28, reverted): the same risk, credited to its cause. The watch names the
+packages whose faults cut the elected follower off, and when; each such package's last start
+before then had its value moved toward twice OPTIMISM, so that it outvalued any untried action and
+was taken again when its state recurred; the step reward was novelty alone. Measured against
+random, 10 seeds each side by side on 0.10.2.2: 1 find against 3, 0.77x random's states, 4 risks
+against 5 (docs/guided.md "Design 8"). The credit reached the right start (a pause of the old
+leader, 4 times in one run), but only one run of ten had a risk to credit and one decision of 360
+was made on a value above OPTIMISM: too rare a reward for ten runs to learn from.
 
 Every choice draws from its package's seeded random stream and is recorded (config.json
 nemesis_config.guided.decisions: the state, the action, its Q value, the reward); the executed
@@ -114,10 +113,9 @@ REFUSED = ("heir", "transfer", "flap", "rejoin")  # recipes: sequences written a
 DELAYS = (0.5, 0.8, 1.2, 1.5)
 MAX_HOLD = {"kill": 2, "pause": 2}  # starts a package may hold at once; every other package one
 HOLD_LIMIT = 3.0  # × the interval: a fault held longer is stopped without asking (the run goes on)
-DESIGN = 8  # the decision streams and moments, the reward's scale, the optimism (the module docstring); kept with the Q table
+DESIGN = 7  # the decision streams and moments, the reward's scale, the optimism (the module docstring); kept with the Q table
 ALPHA, GAMMA, EPSILON = 0.3, 0.5, 0.1
 OPTIMISM = 1.0 / (1.0 - GAMMA)  # the largest return rewards below 1 can add up to
-RISK_VALUE = 2.0 * OPTIMISM  # design 8: where a risk moves the value of the start that caused it
 # Design 4: a decision state that gains one of these flags makes a package decide at once (one
 # package per change, at most once per REACT_MIN_S each), paid from its budget of one decision per
 # interval, of which it saves at most TOKEN_CAP.
@@ -173,10 +171,8 @@ class GuidedScheduler:
         self._last: dict[str, tuple[str, str]] = {}  # package -> (state, action) of its last decision
         self._novel: list[float] = []  # the novelty of each item the watch saw first, in order
         self._mark: dict[str, int] = {}  # package -> len(_novel) at its last decision
-        self._risky = 0  # times writes were at risk so far (designs 6 to 8)
+        self._risky = 0  # times writes were at risk so far (designs 6 and 7)
         self._risk_mark: dict[str, int] = {}  # package -> _risky at its last decision
-        self._starts: dict[str, list[tuple[float, str, str]]] = {p: [] for p in nemeses}  # (monotonic, state, action)
-        self.credits: list[dict[str, Any]] = []  # design 8: the starts a risk was credited to
         self._cond = threading.Condition()
         self._closed = False
         self._began: float | None = None
@@ -276,14 +272,12 @@ class GuidedScheduler:
         if watch is not None:
             self._novel += [1.0 / math.sqrt(1 + self.prior.count(x)) for x in watch.take_fresh()]
             take_risky = getattr(watch, "take_risky", None)
-            for by, cut_at in (take_risky() if take_risky is not None else []):
-                self._risky += 1
-                self.credit(by, cut_at)
+            self._risky += len(take_risky()) if take_risky is not None else 0
         novelty = sum(self._novel[self._mark.get(package, 0):])  # first seen since this package's last action
         self._mark[package] = len(self._novel)
         risky = self._risky - self._risk_mark.get(package, 0)  # writes at risk since this package's last action
         self._risk_mark[package] = self._risky
-        reward = round(novelty / (1.0 + novelty), 4)
+        reward = round((novelty / (1.0 + novelty) + min(1, risky)) / 2, 4)
         actions = self.actions(package)
         if package in self._last:
             s, a = self._last[package]
@@ -308,7 +302,6 @@ class GuidedScheduler:
         key = self.choices[package][0]
         if kind == "start":
             starts.append(at_s)
-            self._starts[package].append((time.monotonic() if self._began is None else self._began + now_s, state, action))
             if key is not None:
                 params[key] = choice
         else:
@@ -318,20 +311,6 @@ class GuidedScheduler:
                                "at_risk_since_previous": risky})
         log.info("guided: %s in state %s (%s, on %s)", action, state, why, on)
         return FaultEvent(at_s, package, kind, params)
-
-    def credit(self, by: tuple[str, ...], cut_at: float) -> None:
-        """Design 8: a risk whose follower the faults of `by` cut off at `cut_at` (time.monotonic):
-        each of those packages' last start before then moves toward RISK_VALUE."""
-        for package in by:
-            done = [x for x in self._starts.get(package, []) if x[0] <= cut_at]
-            if not done:
-                continue
-            _, state, action = done[-1]
-            old = self.value(state, action)
-            self.q.setdefault(state, {})[action] = new = round(old + ALPHA * (RISK_VALUE - old), 4)
-            at_s = round(cut_at - self._began, 3) if self._began is not None else None
-            self.credits.append({"cut_at_s": at_s, "package": package, "state": state, "action": action, "q": [old, new]})
-            log.info("guided: a risk credited to %s in state %s (%s -> %s)", action, state, old, new)
 
     # --- the end of the fault phase ------------------------------------------------------------------
     def finish(self, observer: Any) -> None:
@@ -350,6 +329,4 @@ class GuidedScheduler:
 
     def describe(self) -> dict[str, Any]:
         return {"seed": self.seed, "version": self.version, "decisions": list(self.decisions), "coverage": self.saved,
-                "design": f"q-learning {DESIGN}", "react_flags": sorted(REACT_FLAGS), "writes_at_risk": self._risky,
-                "risk_credits": list(self.credits), "alpha": ALPHA, "gamma": GAMMA, "epsilon": EPSILON,
-                "delays_x_interval": list(DELAYS)}
+                "design": f"q-learning {DESIGN}", "react_flags": sorted(REACT_FLAGS), "writes_at_risk": self._risky, "alpha": ALPHA, "gamma": GAMMA, "epsilon": EPSILON, "delays_x_interval": list(DELAYS)}
