@@ -161,5 +161,8 @@ def test_the_report_names_the_writes_at_risk_and_says_nothing_for_runs_before_th
     assert facts["writes at risk"] == ("1 time(s) a broker was elected leader soon after it truncated that partition, cut off "
                                        "from its leader and not back in the ISR, acknowledged writes above its truncation: "
                                        "queue-3 (leader 3)")
+    observed["writes_at_risk"] = [{"partition": "queue-3", "leader": 3, "cut_by": ["pause", "partition"]}]
+    assert dict(_facts(tmp_path, {"nemesis_config": {"observed": observed}}, None, None))["writes at risk"].endswith(
+        "queue-3 (leader 3, cut off by pause+partition)")
     del observed["writes_at_risk_count"], observed["writes_at_risk"]
     assert "writes at risk" not in dict(_facts(tmp_path, {"nemesis_config": {"observed": observed}}, None, None))

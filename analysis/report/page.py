@@ -123,7 +123,9 @@ def _facts(run_dir: Path, record: RecordLike, cluster: dict[str, Any] | None,
                       "ticks; log facts " + (", ".join(f"{k} {n}" for k, n in kinds.items()) or "none")))
         risks = observed.get("writes_at_risk")
         if isinstance(risks, list):  # nemesis/guided/risk.py; absent before 2026-11-28, design 6's rule before design 7's
-            where = ", ".join(f"{r.get('partition')} (leader {r.get('leader')})" for r in risks[:10] if isinstance(r, dict))
+            where = ", ".join(f"{r.get('partition')} (leader {r.get('leader')}"
+                              + (f", cut off by {'+'.join(map(str, r['cut_by']))}" if r.get("cut_by") else "") + ")"
+                              for r in risks[:10] if isinstance(r, dict))
             facts.append(("writes at risk", f"{observed.get('writes_at_risk_count', len(risks))} time(s) a broker was elected "
                           "leader soon after it truncated that partition, cut off from its leader and not back in the ISR, "
                           "acknowledged writes above its truncation" + (f": {where}" if where else "")))
