@@ -4,7 +4,6 @@ acknowledgements are fed by hand."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from nemesis.guided.loglines import Fact, classify, elected, fetch_sources, isr_joined, truncated_to
@@ -120,8 +119,7 @@ def test_the_watch_reads_risks_from_the_logs_and_hands_them_to_the_scheduler_onc
     controller.text += ELECTION + "\n"
     watch.tick()
     watch.tick()  # nothing new: no second risk
-    (by, cut_at), = watch.take_risky()  # the packages that cut the follower off, and when the watch saw it
-    assert by == ("kill",) and cut_at <= time.monotonic() and watch.take_risky() == []
+    assert watch.take_risky() == [("kill",)] and watch.take_risky() == []  # the packages that cut the follower off
     summary = watch.summary()
     assert summary["writes_at_risk_count"] == 1
     assert summary["writes_at_risk"] == [{"partition": "queue-3", "leader": 3, "cut_by": ["kill"]}]
@@ -139,7 +137,7 @@ def test_a_risk_is_worth_half_the_reward_whatever_the_novelty_and_is_credited_to
             return self.fresh
 
         def take_risky(self) -> list:
-            return [(("kill",), 0.0)] * self.risky
+            return [("kill",)] * self.risky
 
     s = GuidedScheduler(NEMESES, 120.0, 10.0, 1, version="x")
     s.decide("kill", 0.0, Watch([], 0))

@@ -49,7 +49,6 @@ class Truncation:
     cut: bool = False
     back: bool = False  # put back in the ISR since
     by: tuple[str, ...] = ()  # the packages whose faults cut it (config.json names them with each risk)
-    cut_at: float | None = None  # when the watch saw them cut it
 
 
 def cutters(held: dict[str, set[int]], follower: int, leader: int) -> tuple[str, ...]:
@@ -73,8 +72,7 @@ class AtRisk:
         self._source: dict[tuple[int, int], tuple[int, float]] = {}  # (partition, follower) -> (leader, when read)
         self._acked_top: dict[int, int] = {}  # partition -> the highest offset acknowledged
         self.events: list[tuple[int, int]] = []  # (partition, new leader), in order
-        # for each event: the packages whose faults cut the follower off, and when the watch saw them do it
-        self.causes: list[tuple[tuple[str, ...], float]] = []
+        self.causes: list[tuple[str, ...]] = []  # for each event, the packages whose faults cut the follower off
 
     def acked(self, top: dict[int, int]) -> None:
         """The highest offset acknowledged per partition so far (state.py's Acks.top, which only grows)."""
@@ -103,7 +101,7 @@ class AtRisk:
         for (_, follower), t in self._truncated.items():
             if not t.cut and t.leader is not None and t.leader != follower and now - t.at <= self.cut_after_s:
                 t.by = cutters(held, follower, t.leader)
-                t.cut, t.cut_at = bool(t.by), now
+                t.cut = bool(t.by)
 
     def elected(self, partition: int, leader: int, now: float) -> bool:
         """A `leader` fact: is this election one that puts acknowledged writes at risk?"""
@@ -113,6 +111,6 @@ class AtRisk:
         if self._acked_top.get(partition, -1) < t.to:
             return False  # nothing acknowledged above the truncation: nothing it lacks
         self.events.append((partition, leader))
-        self.causes.append((t.by, t.cut_at if t.cut_at is not None else now))
+        self.causes.append(t.by)
         t.cut = False  # one risk per truncation
         return True

@@ -173,9 +173,9 @@ class StateWatch:
         with self._lock:
             return self.seen.take_fresh()
 
-    def take_risky(self) -> list[tuple[tuple[str, ...], float]]:
+    def take_risky(self) -> list[tuple[str, ...]]:
         """Each time writes were at risk (nemesis/guided/risk.py) since the scheduler last asked: the
-        packages whose faults cut the elected follower off from its leader, and when (time.monotonic)."""
+        packages whose faults cut the elected follower off from its leader."""
         with self._lock:
             causes = self.risk.causes[self._risk_taken:]
             self._risk_taken = len(self.risk.causes)
@@ -187,7 +187,7 @@ class StateWatch:
                     "distinct_transitions": len(self.seen.transitions),
                     "writes_at_risk_count": len(self.risk.events),
                     "writes_at_risk": [{"partition": f"{self.topic}-{p}", "leader": b, "cut_by": list(by)}
-                                       for (p, b), (by, _) in list(zip(self.risk.events, self.risk.causes))[:50]],
+                                       for (p, b), by in list(zip(self.risk.events, self.risk.causes))[:50]],
                     "log_facts": dict(sorted(self.abstraction.fact_counts.items())),
                     "errors": self.errors[:5]}
 
