@@ -1,5 +1,8 @@
 """`reassign`: partition reassignment under load (issue 36), with Kafka's ReassignPartitionsCommand
-(the Admin API's alterPartitionReassignments, KIP-455) run inside a live broker.
+(the Admin API's alterPartitionReassignments, KIP-455) run inside a live broker; before 2.5, on a
+ZooKeeper-era cluster, through ZooKeeper (and the preferred election with ZooKeeper's tool), as
+operators of those versions did, so that guided search (issue 38) has a planned leader change on
+1.1.1, where KIP-279's divergence needs one.
 
 Each start takes one partition of the workload topic and, on seeded coins:
 
@@ -92,8 +95,8 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
         restart_after = round(rng.uniform(*RESTART_AFTER_S), 2)
         plan: dict[str, Any] = {"target": "partition", "targets": [], "move": move, "throttle": throttle,
                                 "restart_after_s": restart_after}
-        if not leadership.at_least(self.version, "2.5"):
-            return {**plan, "why": f"reassignment through a broker (KIP-455) needs Kafka 2.5 or later, not {self.version}"}
+        if not leadership.at_least(self.version, "2.5") and getattr(self.cluster, "zookeeper", None) is None:
+            return {**plan, "why": f"reassignment before Kafka 2.5 goes through ZooKeeper, and this {self.version} cluster has none"}
         if not look.replicas:
             return {**plan, "why": f"the replicas of topic {self.topic} are unknown right now ({look.error or 'no majority'})"}
         partition = rng.choice(sorted(look.replicas))
@@ -188,7 +191,8 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
                 continue
             code, out = leadership.reassign(self.cluster, self.version, topic, partition, ids, via, "verify", throttle)  # type: ignore[arg-type]
             answer = _tail(out, 300)
-            if code == 0 and "is complete" in out and "still in progress" not in out:
+            # 2.5+: "Reassignment of partition queue-0 is complete."; through ZooKeeper: "... completed successfully"
+            if code == 0 and ("is complete" in out or "completed successfully" in out) and "still in progress" not in out:
                 self.in_flight = None
                 return {"complete": True, "waited_s": round(time.monotonic() - began, 2)}
             time.sleep(self.poll_s)
@@ -211,6 +215,12 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
         assert self.cluster is not None
         value: dict[str, Any] = {"targets": []}
         self.restart_killed()
+        if self.in_flight is not None and not leadership.at_least(self.version, "2.6"):
+            # No --cancel before 2.6: let it finish instead (verify also removes its throttle), bounded.
+            flight, self.in_flight = self.in_flight, None
+            topic, partition = flight["partition"].rsplit("-", 1)
+            value["finished"] = {"partition": flight["partition"],
+                                 **self.wait_done(topic, int(partition), flight["ids"], flight["throttle"], RESTORE_WAIT_S, heed_stop=False)}
         if self.in_flight is not None:  # cancel it: the drain should see a settled assignment, and no throttle
             flight, self.in_flight = self.in_flight, None
             topic, partition = flight["partition"].rsplit("-", 1)
@@ -223,7 +233,7 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
         if self.owed is not None:
             owed, self.owed = self.owed, None
             value["restored"] = self.restore(owed)
-        if "cancelled" in value or "restored" in value:
+        if "cancelled" in value or "restored" in value or "finished" in value:
             self.record(REASSIGN.stop, {**value, "step": "heal"})
         return value
 

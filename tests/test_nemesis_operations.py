@@ -342,3 +342,41 @@ def test_a_reassignment_with_every_broker_down_is_skipped_saying_why():
     (f, skipped), = recorder.events
     assert f == SKIPPED and skipped["fault"] == REASSIGN.start and "no broker's JVM runs" in skipped["skipped"]
     assert value["skipped"] == skipped["skipped"] and nemesis.in_flight is None and cluster.hits == []
+
+
+def test_before_2_5_a_reorder_goes_through_zookeeper_then_asks_a_preferred_election(monkeypatch):
+    """Issue 38: a planned leader change on 1.1.1, where KIP-279's divergence needs one. Kafka's own
+    tools run in ZooKeeper's container with --zookeeper (no broker answers a reassignment before
+    KIP-455); 1.x's verify says "completed successfully"; there is no --cancel before 2.6, so the
+    heal lets a move still in flight finish instead."""
+    from nemesis.reassign import ReassignNemesis
+
+    class Zk:
+        def __init__(self) -> None:
+            self.commands: list[str] = []
+
+        def exec(self, command: str) -> tuple[int, str]:
+            self.commands.append(command)
+            if "--verify" in command:
+                return 0, "Status of partition reassignment: \nReassignment of partition queue-1 completed successfully\n"
+            return 0, "Successfully started reassignment of partitions."
+
+    elected: list[tuple[str, int]] = []
+    monkeypatch.setattr("harness.cluster.leadership.elect_preferred",
+                        lambda cluster, version, topic, partition: (elected.append((topic, partition)) or True, "written"))
+    cluster = Cluster()
+    cluster.distribution = type("D", (), {"version": "1.1.1"})()
+    cluster.zookeeper = Zk()
+    recorder = Recorder()
+    nemesis = ReassignNemesis(("reorder",), ("none",), ("none",)).setup(cluster, recorder, "queue")
+    value = nemesis.invoke("start", {}, random.Random(5))
+    tools = [c for c in cluster.zookeeper.commands if "ReassignPartitionsCommand" in c]
+    assert [c.split("--")[-1].strip(" '2>&1") for c in tools] == ["execute", "verify"]
+    assert all("--zookeeper localhost:2181" in c and "--bootstrap-server" not in c for c in tools)
+    partition = int(value["partition"].rsplit("-", 1)[1])
+    assert value["steps"] == [value["from"][1:] + value["from"][:1]] and elected == [("queue", partition)]
+    assert recorder.events[-1][0] == "reassigned" and recorder.events[-1][1]["complete"] is True
+    nemesis.in_flight = {"partition": "queue-1", "ids": [2, 3, 1], "throttle": None}
+    healed = nemesis.teardown()
+    assert healed["finished"]["complete"] is True and "cancelled" not in healed
+    assert "--cancel" not in " ".join(cluster.zookeeper.commands)

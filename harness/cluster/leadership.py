@@ -63,20 +63,26 @@ def reorder_replicas(cluster: "KafkaCluster", version: str, topic: str, partitio
 
 def reassign(cluster: "KafkaCluster", version: str, topic: str, partition: int, ids: list[int], via: "Node",
              action: str = "execute", throttle_bps: int | None = None, timeout_s: int = 90) -> tuple[int, str]:
-    """Kafka's ReassignPartitionsCommand against a live broker (`via`, Kafka >= 2.5, KIP-455) for one
-    partition's new replica list: `action` execute (with an optional replication throttle in bytes/s),
-    verify (which also removes the throttle once every move is done) or cancel (>= 2.6). Returns its
-    exit code and output (Kafka's answer, recorded as it is)."""
-    if not at_least(version, "2.5"):
-        raise ValueError(f"partition reassignment through a broker needs Kafka 2.5 or later, not {version}")
+    """Kafka's ReassignPartitionsCommand for one partition's new replica list: `action` execute (with
+    an optional replication throttle in bytes/s), verify (which also removes the throttle once every
+    move is done) or cancel (>= 2.6). Against a live broker (`via`) from 2.5 (KIP-455); before 2.5,
+    on a ZooKeeper-era cluster, through ZooKeeper from ZooKeeper's container (execute and verify:
+    there is no cancel), as operators of those versions did. Returns its exit code and output
+    (Kafka's answer, recorded as it is)."""
+    through_zk = not at_least(version, "2.5")
+    if through_zk and cluster.zookeeper is None:
+        raise ValueError(f"partition reassignment before Kafka 2.5 goes through ZooKeeper, and this {version} cluster has none")
+    if through_zk and action == "cancel":
+        raise ValueError(f"cancelling a reassignment needs Kafka 2.6 or later, not {version}")
+    node = tool_node(cluster) if through_zk else via
     plan = json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": partition, "replicas": ids}]})
     path = "/opt/harness/node/reassign-op.json"
-    via.exec(f"cat > {path} <<'EOF'\n{plan}\nEOF")
+    node.exec(f"cat > {path} <<'EOF'\n{plan}\nEOF")
     main = ("org.apache.kafka.tools.reassign.ReassignPartitionsCommand" if at_least(version, "3.5")
             else "kafka.admin.ReassignPartitionsCommand")
     extra = f" --throttle {int(throttle_bps)}" if throttle_bps and action == "execute" else ""
-    return run_tool(via, main, f"--bootstrap-server {via.hostname}:9092 --reassignment-json-file {path} --{action}{extra}",
-                    timeout_s)
+    where = "--zookeeper localhost:2181" if through_zk else f"--bootstrap-server {via.hostname}:9092"
+    return run_tool(node, main, f"{where} --reassignment-json-file {path} --{action}{extra}", timeout_s)
 
 
 def elect(cluster: "KafkaCluster", kind: str, topic: str, partition: int) -> tuple[bool, str]:
