@@ -193,3 +193,40 @@ def test_an_isr_first_heard_of_below_the_whole_size_shrank_and_other_facts_pass_
     assert sizes.resolve(back, classify(back, "queue", 1)).kind == "isr-expand"  # from the Shrinking line's 1
     other = Fact("truncate", 2, 1)
     assert sizes.resolve("Truncating to offset 5", other) is other and sizes.resolve("x", None) is None
+
+
+def test_an_isr_the_controller_changed_alone_is_read_from_the_replicas_skipped_state_change_lines() -> None:
+    """3.9.2 and 4.4.0 log an ISR the controller changed by itself (a fenced broker taken out) only in
+    each replica's "Skipped the become-... state change" line; real lines from the false-alarm runs of
+    2026-11-28 (3.9.2 20261128T072721-04e20c, 4.4.0 20261128T050603-6a6824). An ELR line stays an
+    `elr` fact, and its ISR is the size the next line is compared with."""
+    lines = [
+        ("[2026-11-28 07:28:23,004] INFO [Broker id=1] Skipped the become-follower state change for queue-4 with topic id "
+         "Some(LKA6KXGJS82dgjBTZ2UYZA) and partition state LeaderAndIsrPartitionState(topicName='queue', partitionIndex=4, "
+         "controllerEpoch=-1, leader=3, leaderEpoch=0, isr=[3], partitionEpoch=2, replicas=[3, 1, 2], addingReplicas=[], "
+         "removingReplicas=[], isNew=false, leaderRecoveryState=0) since it is already a follower with leader epoch 0. "
+         "(state.change.logger)", 1, ("isr-shrink", 4)),
+        ("[2026-11-28 07:29:58,780] INFO [Broker id=1] Skipped the become-leader state change for queue-4 with topic id "
+         "Some(LKA6KXGJS82dgjBTZ2UYZA) and partition state LeaderAndIsrPartitionState(topicName='queue', partitionIndex=4, "
+         "controllerEpoch=-1, leader=1, leaderEpoch=4, isr=[1, 2], partitionEpoch=7, replicas=[2, 3, 1], addingReplicas=[], "
+         "removingReplicas=[], isNew=false, leaderRecoveryState=0) since it is already the leader with leader epoch 4. "
+         "Current high watermark 7478, ISR [1,2], adding replicas [] and removing replicas []. (state.change.logger)", 1,
+         ("isr-expand", 4)),
+        ("[2026-11-28T05:07:30,622] INFO [Broker id=1] Skipped the become-follower state change for queue-5 with topic id "
+         "Some(m0qnHSQEQmmJLMpNFoOXPw), partition registration PartitionRegistration(replicas=[3, 2, 1], directories=[c6PvFH_M"
+         "ExV0QJUKljgREA, qm3OIIAJ3NgyrsMEvQsn-A, Qm7Sm427eMU2iV6hHtiocA], isr=[], removingReplicas=[], addingReplicas=[], "
+         "elr=[3], lastKnownElr=[1], leader=-1, leaderRecoveryState=RECOVERED, leaderEpoch=2, partitionEpoch=4) and "
+         "isNew=false since it is already a follower with leader epoch 2. (state.change.logger)", 1, ("elr", 5)),
+        ("[2026-11-28T05:08:37,236] INFO [Broker id=1] Skipped the become-follower state change for queue-5 with topic id "
+         "Some(m0qnHSQEQmmJLMpNFoOXPw), partition registration PartitionRegistration(replicas=[3, 2, 1], directories=[c6PvFH_M"
+         "ExV0QJUKljgREA, qm3OIIAJ3NgyrsMEvQsn-A, Qm7Sm427eMU2iV6hHtiocA], isr=[2], removingReplicas=[], addingReplicas=[], "
+         "elr=[], lastKnownElr=[], leader=2, leaderRecoveryState=RECOVERED, leaderEpoch=4, partitionEpoch=9) and "
+         "isNew=false since it is already a follower with leader epoch 4. (state.change.logger)", 1, ("isr-expand", 5)),
+    ]
+    sizes = IsrSizes()
+    sizes.saw(3)
+    facts = [sizes.resolve(line, classify(line, "queue", broker)) for line, broker, _ in lines]
+    assert [(f.kind, f.partition) for f in facts] == [k for _, _, k in lines]  # queue-5: ISR [] (the ELR line), then [2]
+    sizes, again = IsrSizes(), lines[0][0].replace("[Broker id=1]", "[Broker id=2]")  # the other replica's line
+    sizes.saw(3)
+    assert [sizes.resolve(x, classify(x, "queue", 1)).kind for x in (lines[0][0], again)] == ["isr-shrink", "isr-updated"]

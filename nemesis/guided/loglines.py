@@ -6,9 +6,10 @@ from 3,2,1 to 2,3", "Truncating partition queue-3 with TruncationState(...) due 
 watermark 0", "Fencing broker 2 at epoch 10 because its session has timed out") and 0.10.2.2
 (ZooKeeper; "Partition [scenario,0] on broker 2: Expanding ISR for partition scenario-0 from 2 to
 2,3", "Truncating log scenario-0 to offset 0."), 1.1.1 (a random run of 2026-11-26) and 3.9.2 (the
-KAFKA-17754 scenario runs of 2026-11-26: the same shapes as 4.x; those runs had no ISR change, so
-3.9.2's ISR lines are still unchecked). 4.x leaders log most ISR changes as "ISR updated to ...",
-which IsrSizes turns into a shrink or an expand.
+KAFKA-17754 scenario runs of 2026-11-26, and the false-alarm runs of 2026-11-28: the same shapes as
+4.x). 3.x/4.x leaders log most ISR changes as "ISR updated to ...", and the replicas log an ISR the
+controller changed alone only in their "Skipped the become-... state change" lines; IsrSizes turns
+both into a shrink or an expand.
 
 A fact names a partition of the workload topic (`queue-3` or, before 0.11, `[queue,3]`) or none
 (a cluster-wide fact: a controller change, a fenced broker, a start-up). Lines about other topics
@@ -39,6 +40,12 @@ KINDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((k, re.compile(p)) for k,
     # 307 ISR lines about the workload was of this kind, none "Shrinking"/"Expanding".
     ("isr-updated", r"\] ISR updated to \d"),
     ("elr", r"\bELRs?\b|eligibleLeaderReplicas=\[\d|\belr=\[\d"),
+    # 3.9.2 and 4.x: an ISR the controller changed alone (a fenced broker taken out of every ISR)
+    # reaches the replicas as metadata, and its only line is "Skipped the become-follower state
+    # change for queue-4 ... isr=[3] ...". Without these the watch read 37 shrinks where the
+    # metadata saw 115 ISR drops in ten 3.9.2 runs, and 35 where it saw 163 in ten 4.4.0 runs
+    # (2026-11-28; 0.10.2.2: 576 against 647). After `elr`: a line with an ELR is that fact first.
+    ("isr-updated", r"Skipped the become-(?:leader|follower) state change for .*\bisr=\["),
     # "since unclean leader election is disabled" says the opposite: the controller keeps a dead ISR
     # (0.10.2.2, 2026-11-26: 27 such lines in one guided run were read as unclean elections).
     ("offline", r"Retaining last ISR|since unclean leader election is disabled"),
@@ -66,7 +73,7 @@ QUIET_KINDS = frozenset({"truncate-noop", "follower", "isr-updated"})
 # 3.x/4.x's new leaders log their own election ("[Partition queue-7 broker=1]", "[Broker id=1]").
 ELECTED = re.compile(r'"leader":(\d+)|\[Partition \S+ broker=(\d+)\]|\[Broker id=(\d+)\] Leader ')
 ISR_FROM_TO = re.compile(r"(?:Shrinking|Expanding) ISR (?:for partition \S+ )?from ([\d,]+) to ([\d,]+)")
-ISR_UPDATED_TO = re.compile(r"ISR updated to ([\d,]+)")
+ISR_UPDATED_TO = re.compile(r"ISR updated to ([\d,]+)|\bisr=\[([\d, ]*)\]")
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,11 @@ def elected(line: str, fact: Fact) -> int | None:
     return int(next(g for g in m.groups() if g is not None)) if m else fact.broker
 
 
+def members(m: re.Match[str]) -> int:
+    """How many brokers an ISR_UPDATED_TO match names ("3,1", "3, 1" or "": none)."""
+    return len(re.findall(r"\d+", next(g for g in m.groups() if g is not None)))
+
+
 class IsrSizes:
     """Turns "ISR updated to X" into a shrink or an expand, from the partition's ISR size before it:
     the last size a log line gave (any broker's: the ISR is the partition's, whoever leads it
@@ -122,11 +134,18 @@ class IsrSizes:
         self.full = max(self.full, size)
 
     def resolve(self, line: str, fact: Fact | None) -> Fact | None:
-        if fact is None or fact.partition is None or not fact.kind.startswith("isr-"):
+        if fact is None or fact.partition is None:
+            return fact
+        if fact.kind == "elr" and (m := ISR_UPDATED_TO.search(line)):  # 4.x registrations name the ISR too
+            self.size[fact.partition] = members(m)
+            return fact
+        if not fact.kind.startswith("isr-"):
             return fact
         if fact.kind == "isr-updated":
             m = ISR_UPDATED_TO.search(line)
-            before, after = self.size.get(fact.partition, self.full), len(m.group(1).split(",")) if m else 0
+            if m is None:
+                return fact
+            before, after = self.size.get(fact.partition, self.full or None), members(m)
         else:
             m = ISR_FROM_TO.search(line)
             if m is None:
@@ -134,7 +153,7 @@ class IsrSizes:
             before, after = len(m.group(1).split(",")), len(m.group(2).split(","))
         self.size[fact.partition] = after
         self.saw(after)
-        if fact.kind != "isr-updated" or not before or after == before:
+        if fact.kind != "isr-updated" or before is None or after == before:  # an empty ISR (4.x, ELR) is a size
             return fact
         return Fact("isr-shrink" if after < before else "isr-expand", fact.partition, fact.broker)
 
