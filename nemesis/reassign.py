@@ -49,6 +49,8 @@ THROTTLE_BPS = 100_000
 WAIT_S = 90.0
 RESTORE_WAIT_S = 60.0  # the heal's grow-back: its general ISR wait (up to 120 s) follows
 RESTART_AFTER_S = (2.0, 8.0)
+FAILED = re.compile(r"Reassignment of partition \S+ failed")
+UNKNOWN_BROKER = re.compile(r"non-existent brokerIDs|[Uu]nknown broker")  # a broker of the list is down
 
 
 def _tail(text: str, n: int = 400) -> str:
@@ -147,19 +149,20 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
                 stopped = NO_TOOL_NODE
                 break
             code, out = leadership.reassign(self.cluster, self.version, topic, int(partition), ids, via, "execute", throttle)
-            self.in_flight = {"partition": plan["partition"], "ids": ids, "throttle": throttle}
             step: dict[str, Any] = {"replicas": ids, "exit": code, "answer": _tail(out)}
-            if n == 0 and plan.get("kill") is not None and code == 0:
+            done.append(step)
+            if code != 0:  # refused: nothing in flight to wait for (a 1.1.1 run waited 94 s on one)
+                break
+            self.in_flight = {"partition": plan["partition"], "ids": ids, "throttle": throttle}
+            if n == 0 and plan.get("kill") is not None:
                 self.kill_in_flight(int(plan["kill"]), float(plan["restart_after_s"]), step)
             step.update(self.wait_done(topic, int(partition), ids, throttle))
-            done.append(step)
-            if code != 0:
-                break
         if plan["move"] == "reorder" and done and done[-1]["exit"] == 0:
             accepted, answer = leadership.elect_preferred(self.cluster, self.version, topic, int(partition))
             done[-1]["election"] = answer[-300:]
-        if done and len(done) < len(plan["steps"]) and done[-1]["exit"] == 0:
-            # The fault phase ended between a shrink and its grow-back: the heal puts the replicas back.
+        if len(plan["steps"]) > 1 and done and done[0]["exit"] == 0 and not (len(done) == len(plan["steps"]) and done[-1]["exit"] == 0):
+            # The fault phase ended between a shrink and its grow-back, or Kafka refused the grow-back
+            # (a broker of the list down): the heal puts the replicas back, all brokers up by then.
             self.owed = {"partition": plan["partition"], "ids": plan["steps"][-1]}
         self.await_restart(float(plan["restart_after_s"]))
         complete = bool(done) and all(s.get("complete") for s in done)
@@ -191,6 +194,9 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
                 continue
             code, out = leadership.reassign(self.cluster, self.version, topic, partition, ids, via, "verify", throttle)  # type: ignore[arg-type]
             answer = _tail(out, 300)
+            if FAILED.search(out):  # through ZooKeeper: the controller gave the move up; verifying again will not help
+                self.in_flight = None
+                return {"complete": False, "failed": True, "waited_s": round(time.monotonic() - began, 2), "verify": answer}
             # 2.5+: "Reassignment of partition queue-0 is complete."; through ZooKeeper: "... completed successfully"
             if code == 0 and ("is complete" in out or "completed successfully" in out) and "still in progress" not in out:
                 self.in_flight = None
@@ -245,9 +251,15 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
         topic, partition = owed["partition"].rsplit("-", 1)
         out: dict[str, Any] = {"partition": owed["partition"], "replicas": owed["ids"]}
         try:
-            code, answer = leadership.reassign(self.cluster, self.version, topic, int(partition), owed["ids"],
-                                               self.live_broker(set()), "execute")
-            out.update(exit=code, answer=_tail(answer), complete=False)
+            began, tries = time.monotonic(), 0
+            while True:  # a broker of the list restarted by the heal may not be registered yet: ask again, bounded
+                tries += 1
+                code, answer = leadership.reassign(self.cluster, self.version, topic, int(partition), owed["ids"],
+                                                   self.live_broker(set()), "execute")
+                if code == 0 or not UNKNOWN_BROKER.search(answer) or time.monotonic() - began > RESTORE_WAIT_S:
+                    break
+                time.sleep(self.poll_s)
+            out.update(exit=code, answer=_tail(answer), complete=False, **({"tries": tries} if tries > 1 else {}))
             if code == 0:
                 out.update(self.wait_done(topic, int(partition), owed["ids"], None, RESTORE_WAIT_S, heed_stop=False))
         except (HarnessError, ValueError) as exc:

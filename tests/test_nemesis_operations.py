@@ -380,3 +380,40 @@ def test_before_2_5_a_reorder_goes_through_zookeeper_then_asks_a_preferred_elect
     healed = nemesis.teardown()
     assert healed["finished"]["complete"] is True and "cancelled" not in healed
     assert "--cancel" not in " ".join(cluster.zookeeper.commands)
+
+
+def test_a_grow_back_kafka_refuses_is_not_waited_for_and_the_heal_puts_the_replicas_back(monkeypatch):
+    """1.1.1 (20261128T115253-b993b4): the grow-back named a broker another package had killed; the
+    tool printed "AdminCommandFailedException: The proposed assignment contains non-existent
+    brokerIDs: 3" and exited 0, the package verified a move that never started for 94 s, and the
+    partition stayed on one replica through the drain. A refusal is now a failed step, and the
+    heal grows the partition back, asking again while the restarted broker is not registered."""
+    from nemesis.reassign import ReassignNemesis
+
+    refusal = ("kafka.common.AdminCommandFailedException: The proposed assignment contains non-existent brokerIDs: 3\n"
+               "\tat kafka.admin.ReassignPartitionsCommand$.main(ReassignPartitionsCommand.scala:62)\n")
+
+    class Zk:
+        def __init__(self) -> None:
+            self.executes = 0
+
+        def exec(self, command: str) -> tuple[int, str]:
+            if "--verify" in command:
+                return 0, "Reassignment of partition queue-1 completed successfully"
+            if "--execute" not in command:
+                return 0, ""
+            self.executes += 1
+            return 0, "Successfully started reassignment of partitions." if self.executes in (1, 4) else refusal
+
+    cluster = Cluster()
+    cluster.distribution = type("D", (), {"version": "1.1.1"})()
+    cluster.zookeeper = Zk()
+    recorder = Recorder()
+    nemesis = ReassignNemesis(("shrink",), ("none",), ("none",)).setup(cluster, recorder, "queue")
+    nemesis.poll_s = 0.01
+    nemesis.invoke("start", {}, random.Random(3))
+    shrink, grow = recorder.events[-1][1]["steps"]
+    assert shrink["complete"] is True and grow["exit"] == 1 and "non-existent brokerIDs: 3" in grow["answer"]
+    assert "waited_s" not in grow and nemesis.in_flight is None
+    restored = nemesis.teardown()["restored"]  # executes 2 and 3 refused, 4 accepted
+    assert (restored["exit"], restored["tries"], restored["complete"]) == (0, 2, True)

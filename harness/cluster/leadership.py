@@ -82,7 +82,12 @@ def reassign(cluster: "KafkaCluster", version: str, topic: str, partition: int, 
             else "kafka.admin.ReassignPartitionsCommand")
     extra = f" --throttle {int(throttle_bps)}" if throttle_bps and action == "execute" else ""
     where = "--zookeeper localhost:2181" if through_zk else f"--bootstrap-server {via.hostname}:9092"
-    return run_tool(node, main, f"{where} --reassignment-json-file {path} --{action}{extra}", timeout_s)
+    code, out = run_tool(node, main, f"{where} --reassignment-json-file {path} --{action}{extra}", timeout_s)
+    if through_zk and code == 0 and action == "execute" and "Successfully started reassignment" not in out:
+        # 1.1.1's tool prints a refusal ("AdminCommandFailedException: The proposed assignment contains
+        # non-existent brokerIDs: 3", a broker down) and exits 0 (20261128T115253-b993b4).
+        code = 1
+    return code, out
 
 
 def elect(cluster: "KafkaCluster", kind: str, topic: str, partition: int) -> tuple[bool, str]:
