@@ -160,7 +160,8 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
         if plan["move"] == "reorder" and done and done[-1]["exit"] == 0:
             accepted, answer = leadership.elect_preferred(self.cluster, self.version, topic, int(partition))
             done[-1]["election"] = answer[-300:]
-        if len(plan["steps"]) > 1 and done and done[0]["exit"] == 0 and not (len(done) == len(plan["steps"]) and done[-1]["exit"] == 0):
+        grown_back = len(done) == len(plan["steps"]) and done[-1]["exit"] == 0
+        if len(plan["steps"]) > 1 and done and done[0]["exit"] == 0 and not grown_back:
             # The fault phase ended between a shrink and its grow-back, or Kafka refused the grow-back
             # (a broker of the list down): the heal puts the replicas back, all brokers up by then.
             self.owed = {"partition": plan["partition"], "ids": plan["steps"][-1]}
@@ -227,7 +228,7 @@ class ReassignNemesis(steps.KillInFlight, Nemesis):
             topic, partition = flight["partition"].rsplit("-", 1)
             value["finished"] = {"partition": flight["partition"],
                                  **self.wait_done(topic, int(partition), flight["ids"], flight["throttle"], RESTORE_WAIT_S, heed_stop=False)}
-        if self.in_flight is not None:  # cancel it: the drain should see a settled assignment, and no throttle
+        elif self.in_flight is not None:  # cancel it: the drain should see a settled assignment, and no throttle
             flight, self.in_flight = self.in_flight, None
             topic, partition = flight["partition"].rsplit("-", 1)
             try:

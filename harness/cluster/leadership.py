@@ -50,18 +50,10 @@ def reorder_replicas(cluster: "KafkaCluster", version: str, topic: str, partitio
                      via: "Node | None" = None, timeout_s: int = 90) -> tuple[int, str]:
     """Rewrite the partition's replica order (same replicas; the first becomes the preferred leader)
     with Kafka's ReassignPartitionsCommand. Returns its exit code and output."""
-    if cluster.zookeeper is None or at_least(version, "2.5"):  # KIP-455; 3.0 removed its --zookeeper
-        assert via is not None, "from 2.5 the reassignment tool runs against a live broker: give `via`"
-        return reassign(cluster, version, topic, partition, ids, via, "execute", timeout_s=timeout_s)
-    node = tool_node(cluster)
-    plan = json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": partition, "replicas": ids}]})
-    path = "/opt/harness/node/reassign.json"
-    node.exec(f"cat > {path} <<'EOF'\n{plan}\nEOF")
-    return run_tool(node, "kafka.admin.ReassignPartitionsCommand",
-                    f"--zookeeper localhost:2181 --reassignment-json-file {path} --execute", timeout_s)
+    return reassign(cluster, version, topic, partition, ids, via, "execute", timeout_s=timeout_s)
 
 
-def reassign(cluster: "KafkaCluster", version: str, topic: str, partition: int, ids: list[int], via: "Node",
+def reassign(cluster: "KafkaCluster", version: str, topic: str, partition: int, ids: list[int], via: "Node | None",
              action: str = "execute", throttle_bps: int | None = None, timeout_s: int = 90) -> tuple[int, str]:
     """Kafka's ReassignPartitionsCommand for one partition's new replica list: `action` execute (with
     an optional replication throttle in bytes/s), verify (which also removes the throttle once every
@@ -74,14 +66,17 @@ def reassign(cluster: "KafkaCluster", version: str, topic: str, partition: int, 
         raise ValueError(f"partition reassignment before Kafka 2.5 goes through ZooKeeper, and this {version} cluster has none")
     if through_zk and action == "cancel":
         raise ValueError(f"cancelling a reassignment needs Kafka 2.6 or later, not {version}")
-    node = tool_node(cluster) if through_zk else via
+    if through_zk:
+        node, where = tool_node(cluster), "--zookeeper localhost:2181"
+    else:  # KIP-455; 3.0 removed its --zookeeper
+        assert via is not None, "from 2.5 the reassignment tool runs against a live broker: give `via`"
+        node, where = via, f"--bootstrap-server {via.hostname}:9092"
     plan = json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": partition, "replicas": ids}]})
     path = "/opt/harness/node/reassign-op.json"
     node.exec(f"cat > {path} <<'EOF'\n{plan}\nEOF")
     main = ("org.apache.kafka.tools.reassign.ReassignPartitionsCommand" if at_least(version, "3.5")
             else "kafka.admin.ReassignPartitionsCommand")
     extra = f" --throttle {int(throttle_bps)}" if throttle_bps and action == "execute" else ""
-    where = "--zookeeper localhost:2181" if through_zk else f"--bootstrap-server {via.hostname}:9092"
     code, out = run_tool(node, main, f"{where} --reassignment-json-file {path} --{action}{extra}", timeout_s)
     if through_zk and code == 0 and action == "execute" and "Successfully started reassignment" not in out:
         # 1.1.1's tool prints a refusal ("AdminCommandFailedException: The proposed assignment contains
