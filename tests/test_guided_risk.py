@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from nemesis.guided.loglines import Fact, classify, elected, fetch_sources, isr_joined, truncated_to
-from nemesis.guided.scheduler import GuidedScheduler
+from nemesis.guided.scheduler import DESIGN, GuidedScheduler
 from nemesis.guided.risk import AtRisk, cut
 from nemesis.guided.watch import StateWatch
 from nemesis.holds import Holds
@@ -147,7 +147,7 @@ def test_a_risk_is_worth_half_the_reward_whatever_the_novelty_and_is_credited_to
     rewards = [d["reward_of_previous"] for d in s.decisions]
     assert rewards[1:] == [0.45, 0.95, 0.0]
     assert [d["at_risk_since_previous"] for d in s.decisions] == [0, 0, 2, 0]
-    assert s.describe()["writes_at_risk"] == 2 and s.describe()["design"] == "q-learning 7"
+    assert s.describe()["writes_at_risk"] == 2 and s.describe()["design"] == f"q-learning {DESIGN}"
 
 
 def test_the_report_names_the_writes_at_risk_and_says_nothing_for_runs_before_them(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -98,9 +98,20 @@ def test_a_package_holds_at_most_its_limit_and_an_old_fault_is_stopped() -> None
     watch = _Watch([("s", [])])
     first = s.decide("partition", 0.0, watch)
     assert (first.action, first.params) == ("start", {"shape": "halves"})
-    assert all(a.startswith("stop:") for a in s.actions("partition"))  # partition holds one start at most
+    assert all(a.startswith("stop:") for a in s.actions("partition"))  # a package holds one start at most
     late = s.decide("partition", 31.0, watch)  # held more than HOLD_LIMIT × 10 s
     assert late is not None and late.action == "stop" and s.decisions[-1]["why"] == "held too long"
+
+
+def test_every_package_alternates_start_and_stop_as_random_does() -> None:
+    """Design 9: kill and pause too hold one start at a time; a stop makes every start available again."""
+    s = GuidedScheduler({"kill": _Nemesis(targets=("one", "leader")), "pause": _Nemesis(targets=("one",))},
+                        1e9, 10.0, 3, version="x")
+    watch = _Watch([("s", [])])
+    for package in ("kill", "pause"):
+        kinds = [s.decide(package, float(i), watch).action for i in range(6)]
+        assert kinds == ["start", "stop"] * 3, (package, kinds)
+        assert all(a.startswith("start:") for a in s.actions(package))
 
 
 @pytest.mark.parametrize("package", ["heir", "transfer", "flap", "rejoin"])

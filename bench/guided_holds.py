@@ -1,0 +1,96 @@
+"""How many brokers the faults held down, over the fault phases of a detect store's runs, per schedule.
+
+For each run of `STORE/<version>/` it walks the history's nemesis events up to the heal and counts,
+time-weighted, the share of the fault phase with 0, 1, 2 or 3 brokers killed or paused (a broker
+both killed and paused counts once), the share with a network partition in force, the
+acknowledged sends, the writes at risk the watch counted, and whether the run found a forbidden
+loss or divergence (lost-write or inconsistent-offsets). One row per (store, schedule, guided
+design), means over its runs. Why: guided designs 3-8 let kill and pause hold two starts each, and
+this is how design 9 (one start at a time) was chosen (nemesis/guided/scheduler.py).
+
+    .venv/bin/python bench/guided_holds.py STORE [STORE ...] [--version 0.10.2.2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from pathlib import Path
+
+DOWN = {"kill": "kill", "pause": "pause"}
+UP = {"restart": "kill", "resume": "pause"}
+
+
+def one_run(run: Path) -> dict:
+    config = json.loads((run / "config.json").read_text())
+    nemesis = config.get("nemesis_config") or {}
+    results = json.loads((run / "results.json").read_text()) if (run / "results.json").exists() else {}
+    counts = results.get("counts") or {}
+    down: dict[int, set[str]] = collections.defaultdict(set)
+    share: collections.Counter = collections.Counter()
+    cut, last, t0, oks = False, None, None, 0
+    with (run / "history.jsonl").open() as history:
+        for line in history:
+            e = json.loads(line)
+            t0 = e["time"] if t0 is None else t0
+            if e["process"] != "nemesis":
+                oks += e["type"] == "ok" and e["f"] == "send"
+                continue
+            if e["f"] == "observed":
+                continue
+            t = (e["time"] - t0) / 1e9
+            if last is not None:
+                share[sum(1 for reasons in down.values() if reasons)] += t - last
+                share["cut"] += (t - last) if cut else 0.0
+            last = t
+            value = e.get("value") or {}
+            if e["f"] in DOWN:
+                for b in value.get("targets", []):
+                    down[b].add(DOWN[e["f"]])
+            elif e["f"] in UP:
+                for b in value.get("targets", []):
+                    down[b].discard(UP[e["f"]])
+            elif e["f"] in ("start-partition", "stop-partition"):
+                cut = e["f"] == "start-partition"
+            elif e["f"] == "heal":
+                break
+    total = sum(v for k, v in share.items() if k != "cut") or 1.0
+    guided = nemesis.get("guided") or {}
+    return {"schedule": nemesis.get("scheduler") or "random", "design": guided.get("design", ""),
+            "find": bool(counts.get("lost-write") or counts.get("inconsistent-offsets")), "oks": oks,
+            "down": [share[n] / total for n in range(4)], "cut": share["cut"] / total,
+            "risk": (nemesis.get("observed") or {}).get("writes_at_risk_count") or 0}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("stores", nargs="+", type=Path, help="detect stores (each holds <version>/<run>/)")
+    ap.add_argument("--version", default="0.10.2.2", help="the Kafka version's folder in each store (default 0.10.2.2)")
+    args = ap.parse_args()
+    rows: dict[tuple, list[dict]] = collections.defaultdict(list)
+    for store in args.stores:
+        folder = store / args.version
+        if not folder.is_dir():
+            print(f"error: {folder} is not a folder; pass a detect store and the --version it ran", file=sys.stderr)
+            return 2
+        for run in sorted(p for p in folder.iterdir() if (p / "config.json").exists()):
+            if not (run / "history.jsonl").exists():
+                continue  # a run whose history was compacted away, or a replay's
+            r = one_run(run)
+            rows[(store.name, r["schedule"], r["design"])].append(r)
+    print("| store | schedule | runs | finds | acked sends per run | share of the fault phase with 0 / 1 / 2 / 3 "
+          "brokers down | with a partition | writes at risk |")
+    print("|---|---|---:|---:|---:|---|---:|---:|")
+    for (store, schedule, design), runs in rows.items():
+        n = len(runs)
+        shares = " / ".join(f"{sum(r['down'][i] for r in runs) / n:.2f}" for i in range(4))
+        print(f"| {store} | {schedule} {design} | {n} | {sum(r['find'] for r in runs)} | "
+              f"{sum(r['oks'] for r in runs) / n:,.0f} | {shares} | {sum(r['cut'] for r in runs) / n:.2f} | "
+              f"{sum(r['risk'] for r in runs)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
