@@ -89,7 +89,9 @@ runs saw fewer writes at risk (design 6: 11 against 18; 7: 3 against 11; 8: 4 ag
 A start drawn among untried actions was three times as likely as a stop (three
 targets against one stop), so the second start was the rule, not the aim. Design 9 keeps the
 states, the reward, the reactions and the learning, and lets each package hold one start, so
-that guided and random differ only in what they choose and when.
+that guided and random differ only in what they choose and when. Measured against random, 10
+seeds each side by side on 0.10.2.2 (2026-11-28): 2 finds against 2, 0.88x random's states, two
+brokers down 13 % of the phase against 5 %, and writes at risk in 2 runs against 4 (docs/guided.md).
 
 Every choice draws from its package's seeded random stream and is recorded (config.json
 nemesis_config.guided.decisions: the state, the action, its Q value, the reward); the executed
