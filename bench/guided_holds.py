@@ -29,8 +29,8 @@ def one_run(run: Path) -> dict:
     results = json.loads((run / "results.json").read_text()) if (run / "results.json").exists() else {}
     counts = results.get("counts") or {}
     down: dict[int, set[str]] = collections.defaultdict(set)
-    share: collections.Counter = collections.Counter()
-    cut, last, t0, oks = False, None, None, 0
+    share = [0.0] * 4  # seconds with 0, 1, 2, 3 brokers down
+    cut, cut_s, last, t0, oks = False, 0.0, None, None, 0
     with (run / "history.jsonl").open() as history:
         for line in history:
             e = json.loads(line)
@@ -43,7 +43,7 @@ def one_run(run: Path) -> dict:
             t = (e["time"] - t0) / 1e9
             if last is not None:
                 share[sum(1 for reasons in down.values() if reasons)] += t - last
-                share["cut"] += (t - last) if cut else 0.0
+                cut_s += (t - last) if cut else 0.0
             last = t
             value = e.get("value") or {}
             if e["f"] in DOWN:
@@ -56,11 +56,11 @@ def one_run(run: Path) -> dict:
                 cut = e["f"] == "start-partition"
             elif e["f"] == "heal":
                 break
-    total = sum(v for k, v in share.items() if k != "cut") or 1.0
+    total = sum(share) or 1.0
     guided = nemesis.get("guided") or {}
     return {"schedule": nemesis.get("scheduler") or "random", "design": guided.get("design", ""),
             "find": bool(counts.get("lost-write") or counts.get("inconsistent-offsets")), "oks": oks,
-            "down": [share[n] / total for n in range(4)], "cut": share["cut"] / total,
+            "down": [x / total for x in share], "cut": cut_s / total,
             "risk": (nemesis.get("observed") or {}).get("writes_at_risk_count") or 0}
 
 
