@@ -12,7 +12,7 @@ import pytest
 from harness.errors import HarnessError
 from nemesis.guided import coverage
 from nemesis.guided.loglines import Fact
-from nemesis.guided.scheduler import DELAYS, GuidedScheduler, refuse_recipes
+from nemesis.guided.scheduler import DELAY_RANGE, OPTIMISM, GuidedScheduler, refuse_recipes
 from nemesis.guided.state import Abstraction, Acks, Look, Seen, decision_state
 
 
@@ -80,17 +80,40 @@ def test_every_choice_is_recorded_with_its_state_and_the_reward_of_the_one_befor
 
 
 def test_untried_actions_come_first_and_rewarded_ones_are_valued() -> None:
-    """Optimism: in one state every action is tried before any is repeated (EPSILON aside)."""
-    s = GuidedScheduler({"kill": _Nemesis(targets=("leader",))}, 1e9, 10.0, 1, version="x")
-    s.held["kill"] = []
+    """Optimism: every action is tried somewhere before any is repeated (EPSILON aside)."""
+    s = GuidedScheduler({"kill": _Nemesis(targets=("one", "leader", "controller"))}, 1e9, 10.0, 1, version="x")
     watch = _Watch([("one-state", [])])
     tried = []
-    for i in range(len(DELAYS)):
+    for i in range(3):
         s.decide("kill", float(i), watch)
         s.held["kill"] = []  # keep every start available
         tried.append(s.decisions[-1]["action"])
     explored = [d for d in s.decisions if d["why"] == "explore"]
     assert len(set(tried)) >= len(tried) - len(explored)
+
+
+def test_an_action_untried_in_a_state_is_worth_what_it_was_worth_elsewhere() -> None:
+    """Design 10: in a state it has not been tried in, an action is valued at its mean over the
+    states where it was, so a run exploits what it learned instead of trying every action of every
+    new state first; an action tried nowhere is still worth OPTIMISM."""
+    s = GuidedScheduler({"kill": _Nemesis(targets=("one", "leader"))}, 1e9, 10.0, 4, version="x")
+    s.q = {"a": {"start:kill:leader": 1.2, "start:kill:one": 0.2}, "b": {"start:kill:leader": 0.8}}
+    assert s.value("new", "start:kill:leader") == 1.0
+    assert s.value("new", "start:kill:one") == 0.2
+    assert s.value("a", "start:kill:one") == 0.2
+    assert s.value("new", "stop:kill") == OPTIMISM
+    s.decide("kill", 0.0, _Watch([("new", [])]))
+    assert s.decisions[0]["action"] == "start:kill:leader" or s.decisions[0]["why"] == "explore"
+
+
+def test_the_delay_is_drawn_as_the_random_schedule_s_gaps() -> None:
+    s = GuidedScheduler({"kill": _Nemesis(targets=("one",))}, 1e9, 10.0, 6, version="x")
+    watch = _Watch([("s", [])])
+    for i in range(40):
+        s.decide("kill", float(i), watch)
+    delays = [d["delay_x_interval"] for d in s.decisions]
+    assert all(DELAY_RANGE[0] <= x <= DELAY_RANGE[1] for x in delays)
+    assert len(set(delays)) > 20  # drawn, not chosen among a few
 
 
 def test_a_package_holds_at_most_its_limit_and_an_old_fault_is_stopped() -> None:
@@ -325,14 +348,14 @@ def test_the_operations_packages_are_generic_faults_that_guided_may_choose() -> 
     """Issue 38 item 3: guided takes the operations packages once they exist (only the recipes are
     refused); one without targets of its own is one start per delay, and a stop once it holds one."""
     from nemesis import registry
-    from nemesis.guided.scheduler import DELAYS, GuidedScheduler
+    from nemesis.guided.scheduler import GuidedScheduler
 
     nemeses = registry.build(["kill", "roll", "reassign", "membership", "quorum", "coordinator", "fence"], {})
     guided = GuidedScheduler(nemeses, 120.0, 10.0, 1)
-    assert guided.choices["roll"] == (None, ("-",)) and len(guided.actions("roll")) == len(DELAYS)
+    assert guided.choices["roll"] == (None, ("-",)) and guided.actions("roll") == ["start:roll:-"]
     assert guided.choices["membership"][0] == "target"
     guided.held["roll"].append(0.0)  # roll holds its one start: only a stop is left
-    assert all(a.startswith("stop:roll@") for a in guided.actions("roll"))
+    assert guided.actions("roll") == ["stop:roll"]
 
 
 def test_the_watch_reads_the_faults_in_force_from_the_observer_that_membership_asks() -> None:

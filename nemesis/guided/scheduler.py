@@ -5,93 +5,49 @@ Design: Mallory's (Meng et al., CCS 2023) Q-learning, over this harness's abstra
 schedule's cadence, sharing one Q table:
 
 - the state s is the coarse `decision_state` the run's StateWatch sees when the decision is made;
-- an action is (start the package with one of its targets, or stop it) × how long to let it act
-  before the package's next decision, one of DELAYS × the nemesis interval (mean 1.0, as the random
-  schedule's gaps); the fault strikes at once;
+- an action is a start of the package with one of its targets, or its stop; the fault strikes at
+  once, and the package's next decision comes a delay later drawn as the random schedule's gaps
+  (uniform DELAY_RANGE × the nemesis interval);
 - the reward of an action, counted when the next decision comes: n = the sum over every partition
   state and transition first seen in this run since the action of 1/sqrt(1 + N), N being how often
   earlier guided runs of the store saw it (the coverage map; Mallory's count-based novelty, so a
   state no run has seen counts 1 and a common one almost nothing), squashed to r = n / (1 + n),
-  below 1;
-- Q(s, a) += ALPHA (r + GAMMA max Q(s', ·) − Q(s, a)); an action never tried in a state is worth
-  OPTIMISM = 1 / (1 − GAMMA), more than any return can be, so every action of a state is tried
-  before any is repeated; otherwise the best is taken, and with probability EPSILON a random one.
+  below 1, averaged with min(1, k), k the times acknowledged writes were at risk since the action
+  (nemesis/guided/risk.py);
+- Q(s, a) += ALPHA (r + GAMMA max Q(s', ·) − Q(s, a)); an action not yet tried in a state is
+  worth its mean over the states where it was tried, and one never tried anywhere OPTIMISM =
+  1 / (1 − GAMMA), more than any return can be; the best is taken, ties drawn, and with probability
+  EPSILON a random one.
   The Q table persists in the coverage map, so a store's later runs start where the earlier ones
   stopped.
 
-Design 3 (2026-11-26). Design 1 summed n unsquashed against an optimism of 1.0: one fault that
-brought a dozen new states made its action worth more than any untried one, and design 1's second
-run on 0.10.2.2 (20261126T020431-98745b) spent its first 34 s starting and stopping the same
-partition 17 times, a second apart, for no reward. Design 2 fixed that but still made one decision
-at a time for every package, with delays of 0.1-1.2 intervals: 22 faults in 120 s against the
-random schedule's 35-39. Design 3 gives each package its own decisions at the random cadence.
-Q values of another design in the coverage map are not loaded; the counts of states and
-transitions are. The novelty first seen since a package's last action is credited to that action,
-whichever package caused it (shared credit: the simplest assignment for concurrent faults).
+The design history (designs 1 to 9, each measured against random on 0.10.2.2) is in
+docs/guided.md, "The scheduler". In short: design 3 gave each package its own decisions at the
+random cadence; design 4 also decides the moment the decision state gains a log flag
+(REACT_FLAGS), within random's budget of one decision per interval (TOKEN_CAP saved); design 6
+added a reward for writes at risk, r = (n / (1 + n) + min(1, k)) / 2 with k the risks since the
+action; design 7 sharpened the risk (nemesis/guided/risk.py); design 9 holds one start per
+package at a time, as the random schedule does. Q values of another design in the coverage map
+are not loaded; the counts of states and transitions are. The novelty first seen since a
+package's last action is credited to that action, whichever package caused it.
 
 Why Q-learning and not Mallory's simpler power schedule: the KIPs' bugs need two faults in order
 with the right gap (a leader killed, then within the 6 s ZooKeeper session the replica that will
 be elected next), and the second fault's value shows only in the state the first one made. A
 power schedule scores single faults; Q values carry the reward back one decision (GAMMA).
 
-Like the random schedule, a package holds one start at a time and alternates start and stop
-(design 9, below). No step names a role that only exists mid-sequence (heir's "the replica it will
-elect next"), so `heir`, `transfer`, `flap` and `rejoin` are refused.
+Design 10 (2026-11-28): learn in the budget. Design 9's table after its ten runs on 0.10.2.2 held
+325 values in 144 states, every one below OPTIMISM (1.73-2.00), and 85 of the states had one
+action tried of the 12-16 (a start's target × 4 delays): an untried action was always preferred,
+so in 120 s runs guided never exploited what it had learned and chose as random does, in another
+order. Design 10 makes an action the move alone (a start with its target, or the stop; 1-4 per
+package), draws the delay as the random schedule draws its gaps (uniform 0.5-1.5 intervals, from
+the package's stream), and values an action not yet tried in a state at its mean value over the
+states where it was tried (what that fault has been worth elsewhere), OPTIMISM only when it was
+never tried anywhere. Everything else is design 9's.
 
-Design 4 (2026-11-26): the same learning, new timing. Design 3 decided at fixed moments, 5-15 s
-apart per package, and guided found a loss in 1 of 10 runs on 0.10.2.2 against random's 2 of 10
-(docs/guided.md): the windows the KIPs' bugs need (a follower just restarted and truncated, its
-leader still up) last a second or two, and a decision at a fixed moment rarely falls in one. Now a
-package also decides the moment the decision state gains a log flag it did not have at that
-package's last decision (REACT_FLAGS: a truncation, an ISR change, a restart...), as Mallory
-decides at each observation. The budget stays the random schedule's: each package earns one
-decision per nemesis interval (a token, at most TOKEN_CAP saved), and every decision, at its
-chosen delay or on a state change, spends one; so guided acts no more often than random does on
-average, only at other moments. One package reacts to a change, the one whose best action is
-worth most there (ties by name), and a flag that made one package react makes no other react
-while it stays in the state (the abstraction's WINDOW_S), so that three packages do not all strike
-at one flag; a package reacts at most once per REACT_MIN_S.
-
-Design 6 (2026-11-28): the same timing, a second reward. Novelty alone left guided at random's
-rate (design 4: 3 of 10 on 0.10.2.2 each way, covering 0.87x random's states), and it fades as
-the map grows: a state earlier runs saw often is worth almost nothing, whether or not it is where
-writes get lost. Design 6 also rewards the moment acknowledged writes are at risk (AtRisk in
-state.py: a broker elected a partition's leader, by the logs, at most 8 s after it truncated that
-partition), the state in which high-watermark truncation lost writes before KIP-101. It says
-nothing of which faults lead there. r = (n / (1 + n) + min(1, k)) / 2, with k the times writes
-were at risk since the action: below 1 as before, and at least 0.5 for a risk whatever the
-novelty, so the squash cannot hide it behind a burst of new states. Measured against random, 10
-seeds each side by side on 0.10.2.2 (2026-11-28): 2 finds in 10 each, 0.83x random's states, and
-fewer risks than random's runs (11 against 18): no better, no worse (docs/guided.md).
-
-Design 7 (2026-11-28): the same learning, a sharper risk (nemesis/guided/risk.py). Design 6's rule
-fired in runs that diverged and runs that did not alike; the new one asks whether a fault kept
-the truncated follower from its leader and whether it was back in the ISR before its election.
-Read offline from 37 runs, it fired in 13 runs, 7 of which diverged, and in none of the other 24.
-Measured against random, 10 seeds each side by side on 0.10.2.2 (2026-11-28): 1 find against 0,
-0.89x random's states, and again fewer risks than random's runs (3 against 11) (docs/guided.md).
-
-Design 8 (2026-11-28, reverted): the same risk, credited to its cause. The watch names the
-packages whose faults cut the elected follower off, and when; each such package's last start
-before then had its value moved toward twice OPTIMISM, so that it outvalued any untried action and
-was taken again when its state recurred; the step reward was novelty alone. Measured against
-random, 10 seeds each side by side on 0.10.2.2: 1 find against 3, 0.77x random's states, 4 risks
-against 5 (docs/guided.md "Design 8"). The credit reached the right start (a pause of the old
-leader, 4 times in one run), but only one run of ten had a risk to credit and one decision of 360
-was made on a value above OPTIMISM: too rare a reward for ten runs to learn from.
-
-Design 9 (2026-11-28): one start at a time, as the random schedule. Designs 3 to 8 let kill and
-pause hold two starts each (kill a leader, then a leader again), hoping for heir's double kill.
-Counted over the fault phases of the 0.10.2.2 sweeps of designs 4, 6, 7 and 8 (bench/guided_holds.py):
-guided spent 21-28 % of the phase with two or more brokers killed or paused, random 3-5 %; 22-39 %
-with none down against random's 44-46 %; 22-25 % with a network partition against 29-33 %; and its
-runs saw fewer writes at risk (design 6: 11 against 18; 7: 3 against 11; 8: 4 against 5).
-A start drawn among untried actions was three times as likely as a stop (three
-targets against one stop), so the second start was the rule, not the aim. Design 9 keeps the
-states, the reward, the reactions and the learning, and lets each package hold one start, so
-that guided and random differ only in what they choose and when. Measured against random, 10
-seeds each side by side on 0.10.2.2 (2026-11-28): 2 finds against 2, 0.88x random's states, two
-brokers down 13 % of the phase against 5 %, and writes at risk in 2 runs against 4 (docs/guided.md).
+No step names a role that only exists mid-sequence (heir's "the replica it will elect next"), so
+`heir`, `transfer`, `flap` and `rejoin` are refused.
 
 Every choice draws from its package's seeded random stream and is recorded (config.json
 nemesis_config.guided.decisions: the state, the action, its Q value, the reward); the executed
@@ -122,9 +78,9 @@ REFUSED = ("heir", "transfer", "flap", "rejoin")  # recipes: sequences written a
 # schedule's gaps (uniform 0.5-1.5 intervals) with the same mean, 1.0: design 2 chose among 0.1-1.2
 # for one decision stream and struck 22 faults in 120 s where the random schedule struck 35-39
 # (0.10.2.2, 2026-11-26), so guided lost on budget before it could win on choices.
-DELAYS = (0.5, 0.8, 1.2, 1.5)
+DELAY_RANGE = (0.5, 1.5)  # design 10: drawn, as the random schedule's gaps; designs 3-9 chose among 0.5, 0.8, 1.2, 1.5
 HOLD_LIMIT = 3.0  # × the interval: a fault held longer is stopped without asking (the run goes on)
-DESIGN = 9  # the decision streams and moments, the reward's scale, the optimism (the module docstring); kept with the Q table
+DESIGN = 10  # the decision streams and moments, the reward's scale, the optimism (the module docstring); kept with the Q table
 ALPHA, GAMMA, EPSILON = 0.3, 0.5, 0.1
 OPTIMISM = 1.0 / (1.0 - GAMMA)  # the largest return rewards below 1 can add up to
 # Design 4: a decision state that gains one of these flags makes a package decide at once (one
@@ -256,20 +212,18 @@ class GuidedScheduler:
 
     # --- deciding -------------------------------------------------------------------------------
     def actions(self, package: str) -> list[str]:
-        values = self.choices[package][1]
         if self.held[package]:  # one start at a time (design 9): a package that holds one may only stop it
-            return [f"stop:{package}@{d}" for d in DELAYS]
-        return [f"start:{package}:{v}@{d}" for v in values for d in DELAYS]
+            return [f"stop:{package}"]
+        return [f"start:{package}:{v}" for v in self.choices[package][1]]
 
     def value(self, state: str, action: str) -> float:
-        return self.q.get(state, {}).get(action, OPTIMISM)
-
-    def pick(self, tied: list[str], rng: random.Random) -> str:
-        """One of equally valued actions: a move (a start with its target, or the stop) first, then its
-        delay, so that each target is as likely as another whatever its number of delays."""
-        moves = sorted({a.split("@")[0] for a in tied})
-        move = rng.choice(moves)
-        return rng.choice([a for a in tied if a.split("@")[0] == move])
+        """Q(state, action); not yet tried there, the action's mean over the states where it was
+        (design 10: what this fault has been worth elsewhere); never tried, OPTIMISM."""
+        row = self.q.get(state)
+        if row is not None and action in row:
+            return row[action]
+        elsewhere = [acts[action] for acts in self.q.values() if action in acts]
+        return round(sum(elsewhere) / len(elsewhere), 4) if elsewhere else OPTIMISM
 
     def decide(self, package: str, now_s: float, watch: Any, on: str = "its delay") -> FaultEvent:
         rng = self.rngs[package]
@@ -292,19 +246,20 @@ class GuidedScheduler:
             old = self.value(s, a)
             self.q.setdefault(s, {})[a] = round(old + ALPHA * (reward + GAMMA * best - old), 4)
         starts = self.held[package]
+        values = {a: self.value(state, a) for a in actions}  # once: a value not tried here averages the table
         if starts and now_s - starts[0] > HOLD_LIMIT * self.interval_s:
-            action, why = f"stop:{package}@{DELAYS[0]}", "held too long"
+            action, why = f"stop:{package}", "held too long"
         elif rng.random() < EPSILON:
             action, why = rng.choice(actions), "explore"
         else:
-            top = max(self.value(state, a) for a in actions)
-            action, why = self.pick([a for a in actions if self.value(state, a) == top], rng), "best"
+            top = max(values.values())
+            action, why = rng.choice([a for a in actions if values[a] == top]), "best"
         self._last[package] = (state, action)
-        what, delay = action.rsplit("@", 1)
-        parts = what.split(":", 2)  # start:kill:leader, or stop:kill
+        parts = action.split(":", 2)  # start:kill:leader, or stop:kill
         kind, choice = parts[0], parts[2] if len(parts) == 3 else ""
         at_s = round(now_s, 3)
-        self._decide_at[package] = now_s + float(delay) * self.interval_s
+        delay = round(rng.uniform(*DELAY_RANGE), 3)  # × the interval, as the random schedule's gaps
+        self._decide_at[package] = now_s + delay * self.interval_s
         params: dict[str, Any] = {}
         key = self.choices[package][0]
         if kind == "start":
@@ -314,7 +269,8 @@ class GuidedScheduler:
         else:
             self.held[package] = []
         self.decisions.append({"at_s": at_s, "package": package, "state": state, "action": action, "why": why,
-                               "on": on, "q": round(self.value(state, action), 4), "reward_of_previous": reward,
+                               "on": on, "q": round(values.get(action, self.value(state, action)), 4), "delay_x_interval": delay,
+                               "reward_of_previous": reward,
                                "at_risk_since_previous": risky})
         log.info("guided: %s in state %s (%s, on %s)", action, state, why, on)
         return FaultEvent(at_s, package, kind, params)
@@ -336,4 +292,4 @@ class GuidedScheduler:
 
     def describe(self) -> dict[str, Any]:
         return {"seed": self.seed, "version": self.version, "decisions": list(self.decisions), "coverage": self.saved,
-                "design": f"q-learning {DESIGN}", "react_flags": sorted(REACT_FLAGS), "writes_at_risk": self._risky, "alpha": ALPHA, "gamma": GAMMA, "epsilon": EPSILON, "delays_x_interval": list(DELAYS)}
+                "design": f"q-learning {DESIGN}", "react_flags": sorted(REACT_FLAGS), "writes_at_risk": self._risky, "alpha": ALPHA, "gamma": GAMMA, "epsilon": EPSILON, "delay_range_x_interval": list(DELAY_RANGE)}
