@@ -431,3 +431,26 @@ def test_design_4_decides_at_its_delay_or_earlier_on_a_change_and_never_beyond_i
     assert second is not None and s.decisions[-1]["on"] == "state change"
     assert 1.2 <= waited <= 2.5, waited  # at the change, not at the delay; and only once a token was earned
     assert s._tokens["kill"] < 1.0
+
+
+def test_design_10_decides_at_its_delay_without_a_token_so_packages_do_not_strike_in_lockstep() -> None:
+    """Designs 4-9 made a decision due at its delay wait for a token, and every package's tokens
+    filled on one clock: the packages decided together on the interval's grid. Now the delay is
+    kept whatever the tokens (they pay only for reactions), and a decision never drives them below 0."""
+
+    class Calm:
+        def decision_state(self) -> str:
+            return "-|isr3|-"
+
+        def take_fresh(self) -> list[str]:
+            return []
+
+    observer = type("O", (), {"watch": Calm()})()
+    s = GuidedScheduler({"kill": NEMESES["kill"]}, 60.0, 1.0, 2, version="x")
+    s._decide_at["kill"] = 0.0
+    assert s.next("kill", 0.0, observer) is not None
+    s._decide_at["kill"] = 0.3  # due well before a token is earned (one per 1.0 s)
+    began = time.monotonic()
+    assert s.next("kill", 0.05, observer) is not None
+    assert time.monotonic() - began < 0.9  # at its delay, not at the next token
+    assert s._tokens["kill"] >= 0.0
