@@ -8,6 +8,12 @@ loss or divergence (lost-write or inconsistent-offsets). One row per (store, sch
 design), means over its runs. Why: guided designs 3-8 let kill and pause hold two starts each, and
 this is how design 9 (one start at a time) was chosen (nemesis/guided/scheduler.py).
 
+It also counts when the faults struck, from config.json's executed schedule: the share of them
+within GRID_S of a multiple of the nemesis interval (by chance 2 × GRID_S / interval: 6 % at 10 s),
+and, after each stop of `kill` (the restart that makes a follower truncate), how soon another
+package's next start came: within 3-8 s is KIP-101's window, after the truncation and before the
+follower fetched back. Why: designs 4-9 decided in lockstep on the interval's grid (design 10).
+
     .venv/bin/python bench/guided_holds.py STORE [STORE ...] [--version 0.10.2.2]
 """
 
@@ -21,6 +27,20 @@ from pathlib import Path
 
 DOWN = {"kill": "kill", "pause": "pause"}
 UP = {"restart": "kill", "resume": "pause"}
+GRID_S = 0.3
+WINDOW = (3.0, 8.0)  # seconds after a kill's stop
+
+
+def moments(nemesis: dict) -> tuple[int, int, int, int]:
+    """(faults on the interval's grid, faults, kill stops followed by another package's start within
+    WINDOW, kill stops followed by another package's start at all)."""
+    interval = nemesis.get("interval_s") or 10.0
+    events = nemesis.get("schedule") or []
+    on = sum(1 for e in events if abs(e["at_s"] - round(e["at_s"] / interval) * interval) < GRID_S)
+    others = [e["at_s"] for e in events if e["package"] != "kill" and e["action"] == "start"]
+    gaps = [min(t - e["at_s"] for t in later) for e in events if e["package"] == "kill" and e["action"] == "stop"
+            and (later := [t for t in others if t > e["at_s"]])]
+    return on, len(events), sum(1 for g in gaps if WINDOW[0] <= g < WINDOW[1]), len(gaps)
 
 
 def one_run(run: Path) -> dict:
@@ -61,7 +81,12 @@ def one_run(run: Path) -> dict:
     return {"schedule": nemesis.get("scheduler") or "random", "design": guided.get("design", ""),
             "find": bool(counts.get("lost-write") or counts.get("inconsistent-offsets")), "oks": oks,
             "down": [x / total for x in share], "cut": cut_s / total,
-            "risk": (nemesis.get("observed") or {}).get("writes_at_risk_count") or 0}
+            "risk": (nemesis.get("observed") or {}).get("writes_at_risk_count") or 0, "moments": moments(nemesis)}
+
+
+def _share(runs: list[dict], part: int, whole: int) -> str:
+    a, b = sum(r["moments"][part] for r in runs), sum(r["moments"][whole] for r in runs)
+    return f"{a / b:.0%} ({a} of {b})" if b else "-"
 
 
 def main() -> int:
@@ -81,14 +106,15 @@ def main() -> int:
             r = one_run(run)
             rows[(store.name, r["schedule"], r["design"])].append(r)
     print("| store | schedule | runs | finds | acked sends per run | share of the fault phase with 0 / 1 / 2 / 3 "
-          "brokers down | with a partition | writes at risk |")
-    print("|---|---|---:|---:|---:|---|---:|---:|")
+          f"brokers down | with a partition | writes at risk | faults on the interval's grid | kill stops with "
+          f"another start {WINDOW[0]:g}-{WINDOW[1]:g} s later |")
+    print("|---|---|---:|---:|---:|---|---:|---:|---:|---:|")
     for (store, schedule, design), runs in rows.items():
         n = len(runs)
         shares = " / ".join(f"{sum(r['down'][i] for r in runs) / n:.2f}" for i in range(4))
         print(f"| {store} | {schedule} {design} | {n} | {sum(r['find'] for r in runs)} | "
               f"{sum(r['oks'] for r in runs) / n:,.0f} | {shares} | {sum(r['cut'] for r in runs) / n:.2f} | "
-              f"{sum(r['risk'] for r in runs)} |")
+              f"{sum(r['risk'] for r in runs)} | {_share(runs, 0, 1)} | {_share(runs, 2, 3)} |")
     return 0
 
 
