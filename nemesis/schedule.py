@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 
+GAP_RANGE = (0.5, 1.5)  # × the interval: a package's gap between faults (mean 1.0); the guided schedule draws its delays alike
+
 
 def __getattr__(name: str) -> Any:
     """PACKAGES: every registered package's name (nemesis/registry.py), read when asked for."""
@@ -57,7 +59,7 @@ def build_schedule(packages: list[str], time_limit_s: float, interval_s: float, 
         while at < time_limit_s:
             events.append(FaultEvent(round(at, 3), package, action))
             action = "stop" if action == "start" else "start"
-            at += rng.uniform(0.5 * interval_s, 1.5 * interval_s)
+            at += rng.uniform(GAP_RANGE[0] * interval_s, GAP_RANGE[1] * interval_s)
     return sorted(events, key=lambda e: (e.at_s, e.package))
 
 

@@ -80,7 +80,7 @@ from typing import Any
 from harness.errors import HarnessError
 from nemesis.guided import coverage
 from nemesis.guided.state import WINDOW_S
-from nemesis.schedule import FaultEvent, package_rng
+from nemesis.schedule import GAP_RANGE, FaultEvent, package_rng
 
 log = logging.getLogger("nemesis")
 
@@ -89,7 +89,7 @@ REFUSED = ("heir", "transfer", "flap", "rejoin")  # recipes: sequences written a
 # schedule's gaps (uniform 0.5-1.5 intervals) with the same mean, 1.0: design 2 chose among 0.1-1.2
 # for one decision stream and struck 22 faults in 120 s where the random schedule struck 35-39
 # (0.10.2.2, 2026-11-26), so guided lost on budget before it could win on choices.
-DELAY_RANGE = (0.5, 1.5)  # design 10: drawn, as the random schedule's gaps; designs 3-9 chose among 0.5, 0.8, 1.2, 1.5
+DELAY_RANGE = GAP_RANGE  # design 10: drawn, as the random schedule's gaps; designs 3-9 chose among 0.5, 0.8, 1.2, 1.5
 HOLD_LIMIT = 3.0  # × the interval: a fault held longer is stopped without asking (the run goes on)
 DESIGN = 10  # the decision streams and moments, the reward's scale, the optimism (the module docstring); kept with the Q table
 ALPHA, GAMMA, EPSILON = 0.3, 0.5, 0.1
@@ -283,7 +283,7 @@ class GuidedScheduler:
         else:
             self.held[package] = []
         self.decisions.append({"at_s": at_s, "package": package, "state": state, "action": action, "why": why,
-                               "on": on, "q": round(values.get(action, self.value(state, action)), 4), "delay_x_interval": delay,
+                               "on": on, "q": round(values[action], 4), "delay_x_interval": delay,
                                "reward_of_previous": reward,
                                "at_risk_since_previous": risky})
         log.info("guided: %s in state %s (%s, on %s)", action, state, why, on)
