@@ -81,12 +81,19 @@ def one_run(run: Path) -> dict:
     return {"schedule": nemesis.get("scheduler") or "random", "design": guided.get("design", ""),
             "find": bool(counts.get("lost-write") or counts.get("inconsistent-offsets")), "oks": oks,
             "down": [x / total for x in share], "cut": cut_s / total,
-            "risk": (nemesis.get("observed") or {}).get("writes_at_risk_count") or 0, "moments": moments(nemesis)}
+            "risk": (nemesis.get("observed") or {}).get("writes_at_risk_count") or 0,
+            "cuts": (nemesis.get("observed") or {}).get("cuts_count"), "moments": moments(nemesis)}
 
 
 def _share(runs: list[dict], part: int, whole: int) -> str:
     a, b = sum(r["moments"][part] for r in runs), sum(r["moments"][whole] for r in runs)
     return f"{a / b:.0%} ({a} of {b})" if b else "-"
+
+
+def _cuts(runs: list[dict]) -> str:
+    """Cuts the watch counted (nemesis/guided/risk.py), over the runs that count them (design 11 on)."""
+    counted = [r["cuts"] for r in runs if r["cuts"] is not None]
+    return f"{sum(counted)} in {len(counted)} runs" if counted else "-"
 
 
 def main() -> int:
@@ -106,15 +113,15 @@ def main() -> int:
             r = one_run(run)
             rows[(store.name, r["schedule"], r["design"])].append(r)
     print("| store | schedule | runs | finds | acked sends per run | share of the fault phase with 0 / 1 / 2 / 3 "
-          f"brokers down | with a partition | writes at risk | faults on the interval's grid | kill stops with "
+          f"brokers down | with a partition | writes at risk | cuts (design 11 on) | faults on the interval's grid | kill stops with "
           f"another start {WINDOW[0]:g}-{WINDOW[1]:g} s later |")
-    print("|---|---|---:|---:|---:|---|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for (store, schedule, design), runs in rows.items():
         n = len(runs)
         shares = " / ".join(f"{sum(r['down'][i] for r in runs) / n:.2f}" for i in range(4))
         print(f"| {store} | {schedule} {design} | {n} | {sum(r['find'] for r in runs)} | "
               f"{sum(r['oks'] for r in runs) / n:,.0f} | {shares} | {sum(r['cut'] for r in runs) / n:.2f} | "
-              f"{sum(r['risk'] for r in runs)} | {_share(runs, 0, 1)} | {_share(runs, 2, 3)} |")
+              f"{sum(r['risk'] for r in runs)} | {_cuts(runs)} | {_share(runs, 0, 1)} | {_share(runs, 2, 3)} |")
     return 0
 
 

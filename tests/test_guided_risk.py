@@ -86,6 +86,17 @@ def test_no_risk_without_each_of_its_parts() -> None:
     assert soon.elected(3, 3, 105.8) is True
 
 
+def test_a_cut_below_an_acknowledged_offset_is_counted_once_with_its_cutters_before_any_election() -> None:
+    risk = AtRisk()
+    kip101(risk, {"kill": {2}, "partition": {3}})
+    risk.look({"kill": {2}}, 100.5)  # looked at again: the same truncation, no second cut
+    assert risk.cuts == [("kill", "partition")] and risk.events == []  # the step before a risk, no risk yet
+    for held, acked_top in (({}, 213), ({"kill": {1}}, 213), ({"kill": {2}}, 208)):
+        other = AtRisk()
+        kip101(other, held, acked_top)  # not cut, or nothing acknowledged above 209
+        assert other.cuts == []
+
+
 def test_a_partition_cuts_only_across_its_sides() -> None:
     assert cut({"partition": {3}}, 3, 2) and cut({"partition": {2}}, 3, 2)
     assert not cut({"partition": {2, 3}}, 3, 2) and not cut({"partition": {1}}, 3, 2)
@@ -120,8 +131,9 @@ def test_the_watch_reads_risks_from_the_logs_and_hands_them_to_the_scheduler_onc
     watch.tick()
     watch.tick()  # nothing new: no second risk
     assert watch.take_risky() == [("kill",)] and watch.take_risky() == []  # the packages that cut the follower off
+    assert watch.take_cuts() == [("kill",)] and watch.take_cuts() == []  # the cut before it, handed over once
     summary = watch.summary()
-    assert summary["writes_at_risk_count"] == 1
+    assert summary["writes_at_risk_count"] == 1 and summary["cuts_count"] == 1
     assert summary["writes_at_risk"] == [{"partition": "queue-3", "leader": 3, "cut_by": ["kill"]}]
 
 
@@ -148,6 +160,37 @@ def test_a_risk_is_worth_half_the_reward_whatever_the_novelty_and_is_credited_to
     assert rewards[1:] == [0.45, 0.95, 0.0]
     assert [d["at_risk_since_previous"] for d in s.decisions] == [0, 0, 2, 0]
     assert s.describe()["writes_at_risk"] == 2 and s.describe()["design"] == f"q-learning {DESIGN}"
+
+
+def test_a_cut_pays_the_action_of_the_package_whose_fault_made_it_and_a_risk_outweighs_it() -> None:
+    class Watch:
+        def __init__(self, cuts: list[tuple[str, ...]], risky: int = 0) -> None:
+            self.cuts, self.risky = cuts, risky
+
+        def decision_state(self) -> str:
+            return "-|isr3|-"
+
+        def take_fresh(self) -> list[str]:
+            return []
+
+        def take_risky(self) -> list:
+            return [("pause",)] * self.risky
+
+        def take_cuts(self) -> list[tuple[str, ...]]:
+            return self.cuts
+
+    two = {"kill": NEMESES["kill"], "pause": type("P", (), {"targets": ("leader",)})()}
+    s = GuidedScheduler(two, 120.0, 10.0, 1, version="x")
+    s.decide("kill", 0.0, Watch([]))
+    s.decide("pause", 0.5, Watch([]))
+    s.decide("kill", 1.0, Watch([("pause",), ("pause",)]))  # pause's fault made two cuts: none of kill's
+    s.decide("pause", 2.0, Watch([]))  # they pay pause's last action, once
+    s.decide("pause", 3.0, Watch([("pause", "kill")], risky=1))  # a risk as well: the risk's share, not the cut's
+    s.decide("kill", 4.0, Watch([]))  # kill's fault made the last cut too, and the risk came since its action
+    got = [(d["package"], d["reward_of_previous"], d["cuts_since_previous"]) for d in s.decisions[2:]]
+    assert got == [("kill", 0.0, 0), ("pause", 0.25, 2), ("pause", 0.5, 1), ("kill", 0.5, 1)]
+    s.decide("kill", 5.0, Watch([("pause",)]))
+    assert s.decisions[-1]["reward_of_previous"] == 0.0  # another package's cut pays nothing
 
 
 def test_the_report_names_the_writes_at_risk_and_says_nothing_for_runs_before_them(tmp_path) -> None:  # type: ignore[no-untyped-def]

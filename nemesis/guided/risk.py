@@ -49,6 +49,7 @@ class Truncation:
     cut: bool = False
     back: bool = False  # put back in the ISR since
     by: tuple[str, ...] = ()  # the packages whose faults cut it (config.json names them with each risk)
+    counted: bool = False  # among `cuts` (design 11): once, though an election ends `cut`
 
 
 def cutters(held: dict[str, set[int]], follower: int, leader: int) -> tuple[str, ...]:
@@ -73,6 +74,9 @@ class AtRisk:
         self._acked_top: dict[int, int] = {}  # partition -> the highest offset acknowledged
         self.events: list[tuple[int, int]] = []  # (partition, new leader), in order
         self.causes: list[tuple[str, ...]] = []  # for each event, the packages whose faults cut the follower off
+        # Design 11: each cut, the step before a risk (a follower truncated below what was acknowledged,
+        # kept from its leader by the faults in force), as the packages whose faults cut it.
+        self.cuts: list[tuple[str, ...]] = []
 
     def acked(self, top: dict[int, int]) -> None:
         """The highest offset acknowledged per partition so far (state.py's Acks.top, which only grows)."""
@@ -97,11 +101,15 @@ class AtRisk:
                 t.back = True
 
     def look(self, held: dict[str, set[int]], now: float) -> None:
-        """The faults in force now: a truncation read at most CUT_AFTER_S ago is cut if they cut it."""
-        for (_, follower), t in self._truncated.items():
+        """The faults in force now: a truncation read at most CUT_AFTER_S ago is cut if they cut it;
+        a cut below an acknowledged offset is counted (`cuts`) once."""
+        for (partition, follower), t in self._truncated.items():
             if not t.cut and t.leader is not None and t.leader != follower and now - t.at <= self.cut_after_s:
                 t.by = cutters(held, follower, t.leader)
                 t.cut = bool(t.by)
+                if t.cut and not t.counted and self._acked_top.get(partition, -1) >= t.to:
+                    t.counted = True
+                    self.cuts.append(t.by)
 
     def elected(self, partition: int, leader: int, now: float) -> bool:
         """A `leader` fact: is this election one that puts acknowledged writes at risk?"""

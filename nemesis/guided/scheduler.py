@@ -12,8 +12,9 @@ schedule's cadence, sharing one Q table:
   state and transition first seen in this run since the action of 1/sqrt(1 + N), N being how often
   earlier guided runs of the store saw it (the coverage map; Mallory's count-based novelty, so a
   state no run has seen counts 1 and a common one almost nothing), squashed to r = n / (1 + n),
-  below 1, averaged with min(1, k), k the times acknowledged writes were at risk since the action
-  (nemesis/guided/risk.py);
+  below 1, averaged with the danger: 1 if acknowledged writes were at risk since the action
+  (nemesis/guided/risk.py), else CUT_REWARD if the package's own fault made a cut, the step before
+  a risk (design 11), else 0;
 - Q(s, a) += ALPHA (r + GAMMA max Q(s', ·) − Q(s, a)); an action not yet tried in a state is
   worth its mean over the states where it was tried, and one never tried anywhere OPTIMISM =
   1 / (1 − GAMMA), more than any return can be; the best is taken, ties drawn, and with probability
@@ -57,6 +58,11 @@ Measured against random, 10 seeds each side by side on 0.10.2.2 (2026-11-28): 1 
 decisions from the second run on, but the table flat (each action's mean 1.47-1.53): novelty pays
 every fault alike (docs/guided.md "Design 10 against random").
 
+Design 11 (2026-11-28): design 10 with the danger above. Design 10's table was flat because
+novelty pays every fault alike and a risk came in too few runs to tell faults apart; a cut comes in
+every run, and it is credited to the package whose fault made it (named by the cut), not to
+whichever package decided last.
+
 No step names a role that only exists mid-sequence (heir's "the replica it will elect next"), so
 `heir`, `transfer`, `flap` and `rejoin` are refused.
 
@@ -91,8 +97,13 @@ REFUSED = ("heir", "transfer", "flap", "rejoin")  # recipes: sequences written a
 # (0.10.2.2, 2026-11-26), so guided lost on budget before it could win on choices.
 DELAY_RANGE = GAP_RANGE  # design 10: drawn, as the random schedule's gaps; designs 3-9 chose among 0.5, 0.8, 1.2, 1.5
 HOLD_LIMIT = 3.0  # × the interval: a fault held longer is stopped without asking (the run goes on)
-DESIGN = 10  # the decision streams and moments, the reward's scale, the optimism (the module docstring); kept with the Q table
+DESIGN = 11  # the decision streams and moments, the reward's scale, the optimism (the module docstring); kept with the Q table
 ALPHA, GAMMA, EPSILON = 0.3, 0.5, 0.1
+# Design 11: a cut (nemesis/guided/risk.py: a follower truncated below an acknowledged offset and kept
+# from its leader by a fault) pays the action of each package whose fault made it this much of a risk's
+# share. Replayed offline through the watch, design 10's 20 runs on 0.10.2.2 each had 4-33 cuts and
+# 0-5 risks (risks in 11 of them): a cut comes in every run, a risk in half.
+CUT_REWARD = 0.5
 OPTIMISM = 1.0 / (1.0 - GAMMA)  # the largest return rewards below 1 can add up to
 # Design 4: a decision state that gains one of these flags makes a package decide at once (one
 # package per change, at most once per REACT_MIN_S each), paid from its budget of one decision per
@@ -151,6 +162,7 @@ class GuidedScheduler:
         self._mark: dict[str, int] = {}  # package -> len(_novel) at its last decision
         self._risky = 0  # times writes were at risk so far (designs 6 and 7)
         self._risk_mark: dict[str, int] = {}  # package -> _risky at its last decision
+        self._cuts_owed = {p: 0 for p in nemeses}  # package -> cuts its faults made since its last decision
         self._cond = threading.Condition()
         self._closed = False
         self._began: float | None = None
@@ -248,11 +260,18 @@ class GuidedScheduler:
             self._novel += [1.0 / math.sqrt(1 + self.prior.count(x)) for x in watch.take_fresh()]
             take_risky = getattr(watch, "take_risky", None)
             self._risky += len(take_risky()) if take_risky is not None else 0
+            take_cuts = getattr(watch, "take_cuts", None)
+            for by in (take_cuts() if take_cuts is not None else []):
+                for cutter in by:
+                    if cutter in self._cuts_owed:
+                        self._cuts_owed[cutter] += 1
         novelty = sum(self._novel[self._mark.get(package, 0):])  # first seen since this package's last action
         self._mark[package] = len(self._novel)
         risky = self._risky - self._risk_mark.get(package, 0)  # writes at risk since this package's last action
         self._risk_mark[package] = self._risky
-        reward = round((novelty / (1.0 + novelty) + min(1, risky)) / 2, 4)
+        cuts, self._cuts_owed[package] = self._cuts_owed[package], 0
+        danger = max(min(1, risky), CUT_REWARD * min(1, cuts))  # a risk, else the step before one (design 11)
+        reward = round((novelty / (1.0 + novelty) + danger) / 2, 4)
         actions = self.actions(package)
         if package in self._last:
             s, a = self._last[package]
@@ -285,7 +304,7 @@ class GuidedScheduler:
         self.decisions.append({"at_s": at_s, "package": package, "state": state, "action": action, "why": why,
                                "on": on, "q": round(values[action], 4), "delay_x_interval": delay,
                                "reward_of_previous": reward,
-                               "at_risk_since_previous": risky})
+                               "at_risk_since_previous": risky, "cuts_since_previous": cuts})
         log.info("guided: %s in state %s (%s, on %s)", action, state, why, on)
         return FaultEvent(at_s, package, kind, params)
 
@@ -306,4 +325,4 @@ class GuidedScheduler:
 
     def describe(self) -> dict[str, Any]:
         return {"seed": self.seed, "version": self.version, "decisions": list(self.decisions), "coverage": self.saved,
-                "design": f"q-learning {DESIGN}", "react_flags": sorted(REACT_FLAGS), "writes_at_risk": self._risky, "alpha": ALPHA, "gamma": GAMMA, "epsilon": EPSILON, "delay_range_x_interval": list(DELAY_RANGE)}
+                "design": f"q-learning {DESIGN}", "react_flags": sorted(REACT_FLAGS), "writes_at_risk": self._risky, "cut_reward": CUT_REWARD, "alpha": ALPHA, "gamma": GAMMA, "epsilon": EPSILON, "delay_range_x_interval": list(DELAY_RANGE)}

@@ -53,6 +53,7 @@ class StateWatch:
         self.seen = Seen()
         self.risk = AtRisk()
         self._risk_taken = 0
+        self._cuts_taken = 0
         self.holds = holds if holds is not None else Holds()  # the run's Observer's: the faults in force
         self.look: Look | None = None
         self.states: dict[int, str] = {}
@@ -181,11 +182,19 @@ class StateWatch:
             self._risk_taken = len(self.risk.causes)
             return list(causes)
 
+    def take_cuts(self) -> list[tuple[str, ...]]:
+        """Each cut (nemesis/guided/risk.py, design 11) since the scheduler last asked: the packages
+        whose faults kept a truncated follower from its leader."""
+        with self._lock:
+            cuts = self.risk.cuts[self._cuts_taken:]
+            self._cuts_taken = len(self.risk.cuts)
+            return list(cuts)
+
     def summary(self) -> dict[str, Any]:
         with self._lock:
             return {"ticks": self.ticks, "distinct_states": len(self.seen.states),
                     "distinct_transitions": len(self.seen.transitions),
-                    "writes_at_risk_count": len(self.risk.events),
+                    "writes_at_risk_count": len(self.risk.events), "cuts_count": len(self.risk.cuts),
                     "writes_at_risk": [{"partition": f"{self.topic}-{p}", "leader": b, "cut_by": list(by)}
                                        for (p, b), by in list(zip(self.risk.events, self.risk.causes))[:50]],
                     "log_facts": dict(sorted(self.abstraction.fact_counts.items())),
