@@ -135,10 +135,10 @@ def look(cluster: TargetCluster) -> tuple[list, float]:
 
 
 def nemesis_events(store: Path) -> list[str]:
-    """The killed run's fault events as its history kept them (durable, line by line)."""
-    lines = [line for run in store.iterdir() for line in (run / "history.jsonl").read_text().splitlines()]
-    events = [json.loads(line) for line in lines if '"process":"nemesis"' in line.replace(" ", "")]
-    return [f"{e['time'] / 1e9:.1f}s {e['f']}" for e in events if e.get("f") != "observed"]
+    """The killed run's fault events as its history kept them (durable, line by line; read_history
+    drops a line the kill tore)."""
+    events = [e for run in store.iterdir() for e in read_history(run / "history.jsonl")]
+    return [f"{e['time'] / 1e9:.1f}s {e['f']}" for e in events if e.get("process") == "nemesis" and e.get("f") != "observed"]
 
 
 def test_sigkill_during_a_partition_then_cleanup_target_leaves_nothing(standing: Path, tmp_path: Path) -> None:

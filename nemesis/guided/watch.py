@@ -52,8 +52,7 @@ class StateWatch:
         self.abstraction = Abstraction()
         self.seen = Seen()
         self.risk = AtRisk()
-        self._risk_taken = 0
-        self._cuts_taken = 0
+        self._taken = {"causes": 0, "cuts": 0}  # how much of each of the risk's lists the scheduler has taken
         self.holds = holds if holds is not None else Holds()  # the run's Observer's: the faults in force
         self.look: Look | None = None
         self.states: dict[int, str] = {}
@@ -177,18 +176,18 @@ class StateWatch:
     def take_risky(self) -> list[tuple[str, ...]]:
         """Each time writes were at risk (nemesis/guided/risk.py) since the scheduler last asked: the
         packages whose faults cut the elected follower off from its leader."""
-        with self._lock:
-            causes = self.risk.causes[self._risk_taken:]
-            self._risk_taken = len(self.risk.causes)
-            return list(causes)
+        return self._take("causes")
 
     def take_cuts(self) -> list[tuple[str, ...]]:
         """Each cut (nemesis/guided/risk.py, design 11) since the scheduler last asked: the packages
         whose faults kept a truncated follower from its leader."""
+        return self._take("cuts")
+
+    def _take(self, name: str) -> list[tuple[str, ...]]:
         with self._lock:
-            cuts = self.risk.cuts[self._cuts_taken:]
-            self._cuts_taken = len(self.risk.cuts)
-            return list(cuts)
+            items = getattr(self.risk, name)
+            new, self._taken[name] = items[self._taken[name]:], len(items)
+            return list(new)
 
     def summary(self) -> dict[str, Any]:
         with self._lock:
