@@ -101,6 +101,23 @@ def test_an_option_is_another_measurement_and_absent_from_the_key_when_off(tmp_p
     assert [s.get(key) for s in seen] == [None, value]
 
 
+def test_db_targets_are_another_measurement_that_the_runs_get(tmp_path: Path) -> None:
+    """detect --db-targets: the kill and pause options record the targets, so the runs with and
+    without them never merge, and the setting reaches the run (its config's nemesis settings)."""
+    seen = []
+
+    def execute(store, version, profile, seed, settings, finisher):  # type: ignore[no-untyped-def]
+        seen.append((settings.get("nemesis_settings"), settings["nemesis_options"]["kill"]["targets"]))
+        return DetectionRun(version, profile, seed, settings, f"/store/{version}/run-{seed}", "valid")
+
+    wide = {"db_targets": "one,leader,controller,follower,rejoined"}
+    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs())
+    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs(), nemesis_settings=wide)
+    run_detection(tmp_path, ["1.1.1"], [1], execute=execute, **_knobs(), nemesis_settings=wide)  # resumed: not run again
+    assert seen == [(None, ["one", "leader", "controller"]),
+                    (wide, ["one", "leader", "controller", "follower", "rejoined"])]
+
+
 def test_a_changed_package_default_is_another_measurement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The transfer's coins went from 0.5 to 0.75: the runs before and after must not merge."""
     seen = []
@@ -151,7 +168,8 @@ def _knobs() -> dict:
                                          (["--profile", "safe", "--kafka-versions", "0.10.2.2"], "no-idempotence"),
                                          (["--recipes", "--nemesis", "kill"], "drop --nemesis"),
                                          (["--schedule", "guided", "--nemesis", "kill,heir"], "generic fault packages only"),
-                                         (["--schedule", "wild"], "--schedule")])
+                                         (["--schedule", "wild"], "--schedule"),
+                                         (["--db-targets", "one,leeder"], "leeder")])
 def test_bad_input_exits_2_before_anything_runs(tmp_path: Path, args: list[str], named: str) -> None:
     done = subprocess.run([sys.executable, "-m", "harness", "detect", "--store", str(tmp_path / "s"), *args],
                           capture_output=True, text=True, timeout=60)

@@ -79,7 +79,7 @@ def faulted_run(config: RunConfig, packages: tuple[str, ...] | list[str], interv
     """One run of `config` under the random schedule of `packages` (seeded by the run's seed),
     checked and reported: its directory and results.json. Shared by the controls and by
     harness/experiments/detection.py's sweep."""
-    faults = FaultRunner(build_nemeses(list(packages)), config.time_limit_s, interval_s=interval_s, seed=config.seed, topic=TOPIC)
+    faults = FaultRunner(build_nemeses(list(packages), config.nemesis_settings), config.time_limit_s, interval_s=interval_s, seed=config.seed, topic=TOPIC)
     result = run(config, faults=faults)
     return result.run_dir, finisher.check_and_report(result.run_dir).results
 

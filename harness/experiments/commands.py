@@ -99,6 +99,9 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
               help="Dedicated KRaft controllers of every run (run --controllers; 0: every broker is also a "
                    "controller). The quorum package and membership's decommission need 3 or more. A separate "
                    "measurement in the ledger.")
+@click.option("--db-targets", default=None, metavar="LIST",
+              help="Kill and pause targets of every run (run --db-targets: one, leader, controller, minority, majority, "
+                   "all, follower, rejoined). A separate measurement in the ledger.  [default: the packages' own]")
 @click.option("--markdown", "markdown_out", default=None, type=click.Path(dir_okay=False),
               help="Also write the tables to this Markdown file.")
 @click.option("--schedule", default=None, type=click.Choice(["random", "guided"]),
@@ -116,8 +119,8 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
 @click.pass_context
 def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: str, time_limit: float, nemesis: str,
            nemesis_interval: float, rate: float, store: str, spark_master: str | None, compare_replicas: bool,
-           crash_clients: float | None, controllers: int, markdown_out: str | None, schedule: str | None,
-           campaign: float | None, recipes: bool) -> None:
+           crash_clients: float | None, controllers: int, db_targets: str | None, markdown_out: str | None,
+           schedule: str | None, campaign: float | None, recipes: bool) -> None:
     """Detection power of the random schedule: `safe` runs under role-aware kill, partition and
     pause faults, per Kafka version and seed, counting the runs that are invalid because of a
     forbidden loss or divergence.
@@ -142,6 +145,14 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
                     refuse_dynamic(version, controllers)
                 except HarnessError as exc:
                     raise click.BadParameter(f"{exc.message} {exc.hint}", param_hint="--nemesis") from None
+    nemesis_settings = {"db_targets": db_targets} if db_targets is not None else None
+    if nemesis_settings is not None:  # a typo exits 2 before any cluster starts
+        from nemesis.runner import build_nemeses
+
+        try:
+            build_nemeses(["kill"], nemesis_settings)
+        except HarnessError as exc:
+            raise click.BadParameter(f"{exc.message}" + (f"; {exc.hint}" if exc.hint else ""), param_hint="--db-targets") from None
     if schedule == "guided":
         from nemesis.guided.scheduler import refuse_recipes
 
@@ -179,7 +190,8 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
             runs += run_detection(target, vs, seeds, time_limit_s=time_limit, interval_s=nemesis_interval, rate=rate,
                                   packages=_packages(r.nemesis.replace("+", ","), "detection runs"), spark=spark,
                                   on_run=progress, compare_replicas=r.compare_replicas, profile=profile,
-                                  crash_clients_s=r.crash_clients_s, schedule=schedule, controllers=controllers).runs
+                                  crash_clients_s=r.crash_clients_s, schedule=schedule, controllers=controllers,
+                                  nemesis_settings=nemesis_settings).runs
         return runs
 
     if campaign is None:

@@ -166,6 +166,7 @@ def run_detection(
     crash_clients_s: float | None = None,
     schedule: str | None = None,
     controllers: int = 0,
+    nemesis_settings: dict[str, str] | None = None,
 ) -> Detection:
     """Every version × seed not yet in STORE's ledger, in seed order within each version; returns
     the runs of this measurement (ledger rows included), each checked as soon as it ends."""
@@ -184,7 +185,9 @@ def run_detection(
         settings["guided_design"] = DESIGN
     # The packages' own settings (coins, targets, windows) too: when a default changes, as the
     # transfer's coins did (0.5 to 0.75, 2026-11-25), the runs before and after are two measurements.
-    settings["nemesis_options"] = nemesis_options(packages)
+    if nemesis_settings:  # likewise: the packages' settings given (detect --db-targets), as text
+        settings["nemesis_settings"] = dict(nemesis_settings)
+    settings["nemesis_options"] = nemesis_options(packages, nemesis_settings)
     # The latest row of each run wins; a run that FAILED (broker never up, cluster unreachable: on
     # this 2-core machine four sweeps at once made both happen) has no verdict and is run again.
     done = {k: r for k, r in {r.key(): r for r in read_ledger(store)}.items() if r.failed is None}
@@ -212,11 +215,12 @@ def run_detection(
     return Detection(runs)
 
 
-def nemesis_options(packages: tuple[str, ...] | list[str]) -> dict[str, dict[str, Any]]:
-    """What each package's defaults are in this checkout (as config.json records them), JSON-shaped."""
+def nemesis_options(packages: tuple[str, ...] | list[str], given: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """What each package's options are in this checkout (its defaults, or the settings `given`), as
+    config.json records them, JSON-shaped."""
     from nemesis.runner import build_nemeses
 
-    return json.loads(json.dumps({name: n.options() for name, n in build_nemeses(list(packages)).items()}))
+    return json.loads(json.dumps({name: n.options() for name, n in build_nemeses(list(packages), given).items()}))
 
 
 def _execute(store: Path, version: str, profile: str, seed: int, settings: dict[str, Any], finisher: Any) -> DetectionRun:
@@ -234,7 +238,10 @@ def _execute(store: Path, version: str, profile: str, seed: int, settings: dict[
                                      "--time-limit", str(settings["time_limit_s"]), "--nemesis", ",".join(packages)]
                        + (["--compare-replicas"] if settings.get("compare_replicas") else [])
                        + (["--crash-clients", str(settings["crash_clients_s"])] if settings.get("crash_clients_s") else [])
-                       + (["--controllers", str(settings["controllers"])] if settings.get("controllers") else []))
+                       + (["--controllers", str(settings["controllers"])] if settings.get("controllers") else [])
+                       + [x for k, v in (settings.get("nemesis_settings") or {}).items()
+                          for x in (f"--{k.replace('_', '-')}", str(v))])
+    config.nemesis_settings = dict(settings.get("nemesis_settings") or {})
     try:
         if settings.get("schedule"):
             run_dir, results = _scheduled_run(config, packages, settings, finisher)
