@@ -4,7 +4,7 @@ For each run of `STORE/<version>/` it walks the history's nemesis events up to t
 time-weighted, the share of the fault phase with 0, 1, 2 or 3 brokers killed or paused (a broker
 both killed and paused counts once), the share with a network partition in force, the
 acknowledged sends, the writes at risk the watch counted, and whether the run found a forbidden
-loss or divergence (lost-write or inconsistent-offsets). One row per (store, schedule, guided
+loss or divergence (detect's rule, harness/experiments/detection.py finds_loss). One row per (store, schedule, guided
 design), means over its runs. Why: guided designs 3-8 let kill and pause hold two starts each, and
 this is how design 9 (one start at a time) was chosen (nemesis/guided/scheduler.py).
 
@@ -24,6 +24,9 @@ import collections
 import json
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness.experiments.detection import results_find_loss  # noqa: E402
 
 DOWN = {"kill": "kill", "pause": "pause"}
 UP = {"restart": "kill", "resume": "pause"}
@@ -47,7 +50,6 @@ def one_run(run: Path) -> dict:
     config = json.loads((run / "config.json").read_text())
     nemesis = config.get("nemesis_config") or {}
     results = json.loads((run / "results.json").read_text()) if (run / "results.json").exists() else {}
-    counts = results.get("counts") or {}
     down: dict[int, set[str]] = collections.defaultdict(set)
     share = [0.0] * 4  # seconds with 0, 1, 2, 3 brokers down
     cut, cut_s, last, t0, oks = False, 0.0, None, None, 0
@@ -79,7 +81,9 @@ def one_run(run: Path) -> dict:
     total = sum(share) or 1.0
     guided = nemesis.get("guided") or {}
     return {"schedule": nemesis.get("scheduler") or "random", "design": guided.get("design", ""),
-            "find": bool(counts.get("lost-write") or counts.get("inconsistent-offsets")), "oks": oks,
+            # detect's own rule (a forbidden loss or divergence: an unseen write on a drained log too), so
+            # that this table's finds are the ledger's; it counted lost-write and inconsistent-offsets only.
+            "find": results_find_loss(results), "oks": oks,
             "down": [x / total for x in share], "cut": cut_s / total,
             "risk": (nemesis.get("observed") or {}).get("writes_at_risk_count") or 0,
             "cuts": (nemesis.get("observed") or {}).get("cuts_count"), "moments": moments(nemesis)}
