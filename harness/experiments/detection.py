@@ -228,6 +228,7 @@ def _execute(store: Path, version: str, profile: str, seed: int, settings: dict[
     such, with its reason, and the sweep goes on: it is neither a finding nor a clean run."""
     from harness.experiments.calibration import faulted_run
     from harness.run.steps import RunConfig
+    from nemesis import registry
 
     packages = list(settings["nemesis"])
     config = RunConfig(store=store / version, profile=profile, kafka_version=version, time_limit_s=settings["time_limit_s"],
@@ -240,7 +241,7 @@ def _execute(store: Path, version: str, profile: str, seed: int, settings: dict[
                        + (["--crash-clients", str(settings["crash_clients_s"])] if settings.get("crash_clients_s") else [])
                        + (["--controllers", str(settings["controllers"])] if settings.get("controllers") else [])
                        + [x for k, v in (settings.get("nemesis_settings") or {}).items()
-                          for x in (f"--{k.replace('_', '-')}", str(v))])
+                          for x in (registry.settings()[k].flag, str(v))])
     config.nemesis_settings = dict(settings.get("nemesis_settings") or {})
     try:
         if settings.get("schedule"):
