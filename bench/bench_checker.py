@@ -6,8 +6,10 @@ and by the same checks written as SQL in DuckDB (the single-machine reference), 
 
 An "event" is one history line (an invoke or a completion). Shape: 4 producers, 2 consumers,
 8 keys; every ok send is read by both consumers in polls of 100 records; consumer 0 misses one
-record in a million (one poll-skip each, nothing lost since consumer 1 reads it). `value` is
-stored as a struct (the checker also reads the recorder's JSON-text column, which is slower).
+record in a million (one poll-skip each, nothing lost since consumer 1 reads it). One event a
+millisecond, so the consumers' realtime lag is whole milliseconds, measured by both engines and
+compared. `value` is stored as a struct (the checker also reads the recorder's JSON-text column,
+which is slower).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def _table(index0: int, process: np.ndarray, type_: list | np.ndarray, f: str, k
         [key, value, _nulls(n, pa.int64()) if offset is None else offset, _nulls(n, pa.int64()),
          records, _nulls(n, pa.list_(SEND)), _nulls(n, pa.list_(pa.int64())), _nulls(n, pa.string())],
         fields=list(VALUE))
-    return pa.table([idx, idx * 1000, pa.array(process.astype(str)), pa.array(type_), pa.array([f] * n), val,
+    return pa.table([idx, idx * 1_000_000, pa.array(process.astype(str)), pa.array(type_), pa.array([f] * n), val,
                      _nulls(n, pa.string())], schema=SCHEMA)
 
 
@@ -106,17 +108,17 @@ def generate(path: Path, events: int, chunk_sends: int = 1_000_000) -> dict:
 
 # ------------------------------------------------------------------------------------ DuckDB
 DUCK_SQL = """
-CREATE TEMP TABLE ev AS SELECT index, process, type, f, value FROM read_parquet('{path}');
+CREATE TEMP TABLE ev AS SELECT index, time, process, type, f, value FROM read_parquet('{path}');
 CREATE TEMP TABLE reads AS
-  SELECT process, index, pos, r.key AS key, r.offset AS "offset", r.value AS value FROM (
-    SELECT process, index, unnest(value.records) AS r, generate_subscripts(value.records, 1) AS pos
+  SELECT process, index, time, pos, r.key AS key, r.offset AS "offset", r.value AS value FROM (
+    SELECT process, index, time, unnest(value.records) AS r, generate_subscripts(value.records, 1) AS pos
     FROM ev WHERE type = 'ok' AND f IN ('poll', 'txn'));
 CREATE TEMP TABLE writes AS
-  SELECT process, index, type, f, value.key AS key, CASE WHEN value.offset >= 0 THEN value.offset END AS "offset",
+  SELECT process, index, time, type, f, value.key AS key, CASE WHEN value.offset >= 0 THEN value.offset END AS "offset",
          value.value AS value FROM ev WHERE f = 'send' AND type IN ('ok', 'fail')
   UNION ALL
-  SELECT process, index, type, f, s.key, CASE WHEN s.offset >= 0 THEN s.offset END, s.value FROM (
-    SELECT process, index, type, f, unnest(value.sends) AS s FROM ev WHERE f = 'txn' AND type IN ('ok', 'fail'));
+  SELECT process, index, time, type, f, s.key, CASE WHEN s.offset >= 0 THEN s.offset END, s.value FROM (
+    SELECT process, index, time, type, f, unnest(value.sends) AS s FROM ev WHERE f = 'txn' AND type IN ('ok', 'fail'));
 CREATE TEMP TABLE positions AS
   SELECT key, "offset", value FROM reads
   UNION ALL SELECT key, "offset", value FROM writes WHERE type = 'ok' AND "offset" IS NOT NULL;
@@ -156,19 +158,86 @@ SELECT
 """
 
 
-def duckdb_check(path: Path, threads: int) -> dict:
+# The consumers' realtime lag (analysis/checking/lag.py; definition in docs/checker.md): the Spark
+# checker measures it in every check, so DuckDB does too, or the times would not compare like with
+# like. The time each offset was known is the earliest completion of an op that observed it or a
+# higher one (ok sends and txn sends with an offset, the records of ok polls and txns); each ok
+# poll or txn, for every key its process holds a position on, lags from then to its invoke. As the
+# counts above, for plain histories: no fail/info txn's records, no info write a read proved.
+DUCK_LAG_SQL = """
+CREATE TEMP TABLE known AS
+  SELECT key, "offset", min(min(time)) OVER (PARTITION BY key ORDER BY "offset" DESC ROWS UNBOUNDED PRECEDING) AS expired
+  FROM (SELECT key, "offset", time FROM reads
+        UNION ALL SELECT key, "offset", time FROM writes WHERE type = 'ok' AND "offset" IS NOT NULL)
+  GROUP BY key, "offset";
+CREATE TEMP TABLE moves AS
+  SELECT process, index, time, f, type, value.keys AS keys, value.seek AS seek FROM ev
+  WHERE (f IN ('poll', 'txn') AND type IN ('invoke', 'ok')) OR (f IN ('assign', 'subscribe') AND type = 'ok');
+CREATE TEMP TABLE highest AS SELECT process, index, key, max("offset") AS "offset" FROM reads GROUP BY ALL;
+CREATE TEMP TABLE held AS
+  SELECT DISTINCT process, key FROM (
+    SELECT process, key FROM highest
+    UNION ALL SELECT process, unnest(keys) FROM moves WHERE f = 'assign' AND seek = 'beginning');
+CREATE TEMP TABLE lag_entries AS
+  WITH resets AS (
+    SELECT m.process, h.key, m.index,
+           CASE WHEN m.f = 'assign' AND m.seek = 'beginning' AND list_contains(m.keys, h.key) THEN -1 END AS "offset",
+           0 AS ord, 1 AS reset, NULL::BIGINT AS time
+    FROM moves m JOIN held h USING (process)
+    WHERE m.f IN ('assign', 'subscribe')
+      AND NOT (m.f = 'assign' AND m.seek IS NULL AND list_contains(coalesce(m.keys, []), h.key))),
+  polls AS (
+    SELECT process, index, coalesce(invoked, time) AS time FROM (
+      SELECT *, last(CASE WHEN type = 'invoke' THEN time END IGNORE NULLS)
+                  OVER (PARTITION BY process ORDER BY index ROWS UNBOUNDED PRECEDING) AS invoked
+      FROM moves WHERE f IN ('poll', 'txn')) WHERE type = 'ok'),
+  walk AS (
+    SELECT process, key, index, "offset", ord, reset, time FROM resets
+    UNION ALL SELECT process, key, index, "offset", 1, 0, NULL FROM highest
+    UNION ALL SELECT p.process, h.key, p.index, NULL, 2, 0, p.time FROM polls p JOIN held h USING (process)),
+  segmented AS (
+    SELECT *, sum(reset) OVER (PARTITION BY process, key ORDER BY index, ord ROWS UNBOUNDED PRECEDING) AS segment FROM walk),
+  positioned AS (
+    SELECT *, max("offset") OVER (PARTITION BY process, key, segment ORDER BY index, ord ROWS UNBOUNDED PRECEDING) AS position
+    FROM segmented)
+  SELECT q.process, q.key, q.index, q.time, q.position,
+         coalesce(greatest(q.time - k.expired, 0), 0) // 1000000 AS ms
+  FROM (SELECT * FROM positioned WHERE ord = 2 AND position IS NOT NULL) q
+  ASOF LEFT JOIN known k ON q.key = k.key AND k."offset" >= q.position + 1;
+SELECT count(*) AS entries, max(ms) AS max_ms, round(quantile_cont(ms, 0.5), 3) AS p50_ms,
+       round(quantile_cont(ms, 0.99), 3) AS p99_ms FROM lag_entries
+"""
+
+
+def _statements(sql: str) -> list[str]:
+    return [s for s in sql.split(";") if s.strip()]
+
+
+def duckdb_connect(path: Path, threads: int):
+    """A DuckDB connection with every table of DUCK_SQL and DUCK_LAG_SQL built over the history."""
     import duckdb
 
     con = duckdb.connect(config={"threads": threads})
     con.execute("SET enable_progress_bar = false")  # a session option; it would clutter the table
-    *setup, final = [s for s in DUCK_SQL.format(path=path).split(";") if s.strip()]
-    for s in setup:
+    for s in _statements(DUCK_SQL.format(path=path))[:-1] + _statements(DUCK_LAG_SQL)[:-1]:
         con.execute(s)
-    cur = con.execute(final)
-    row = cur.fetchone()
-    out = dict(zip([d[0] for d in cur.description], row))
+    return con
+
+
+def duckdb_check(path: Path, threads: int) -> tuple[dict, dict]:
+    """DuckDB's counts and its overall lag (entries, max, p50, p99 in ms)."""
+    con = duckdb_connect(path, threads)
+    out = []
+    for final in (_statements(DUCK_SQL.format(path=path))[-1], _statements(DUCK_LAG_SQL)[-1]):
+        cur = con.execute(final)
+        out.append(dict(zip([d[0] for d in cur.description], cur.fetchone())))
     con.close()
-    return out
+    return out[0], out[1]
+
+
+def lag_agrees(duck: dict, spark: dict | None) -> bool:
+    """Whether both engines measured the same overall lag: entries, max, p50 and p99 in ms."""
+    return spark is not None and all(float(spark[k]) == float(duck[k]) for k in ("entries", "max_ms", "p50_ms", "p99_ms"))
 
 
 def counts_agree(duck: dict, spark: dict) -> bool:
@@ -225,12 +294,13 @@ def main() -> int:
                 # DuckDB first: run straight after a Spark check it was up to a third slower (the
                 # JVM still collecting garbage and deleting shuffle files), which flattered the ratio.
                 t = time.perf_counter()
-                duck = duckdb_check(run / "history.parquet", cores)
+                duck, duck_lag = duckdb_check(run / "history.parquet", cores)
                 duck_times.append(time.perf_counter() - t)
                 t = time.perf_counter()
                 res = check_history(spark, run, None)
                 spark_times.append(time.perf_counter() - t)
-                agreed.append(counts_agree(duck, res["counts"]))  # every sample, not only the last
+                # Every sample, not only the last; the lag too, since both engines time it.
+                agreed.append(counts_agree(duck, res["counts"]) and lag_agrees(duck_lag, res.get("realtime_lag")))
                 if args.repeat > 1:
                     print(f"   sample {len(spark_times)}: spark {spark_times[-1]:.1f} s  duckdb {duck_times[-1]:.1f} s  "
                           f"ratio {spark_times[-1] / duck_times[-1]:.1f}x", flush=True)
@@ -239,20 +309,22 @@ def main() -> int:
             rows.append((shape["events"], gen, spark_s, duck_s, agree, res["counts"]["poll-skip"], shape["expected_poll_skip"]))
             median = f" (median of {args.repeat})" if args.repeat > 1 else ""
             print(f"{shape['events']:>12,} events{median}: generate {gen:6.1f} s  spark {spark_s:7.1f} s  duckdb {duck_s:6.1f} s  "
-                  f"ratio {spark_s / duck_s:5.1f}x  shared counts agree: {agree}  poll-skip {res['counts']['poll-skip']}"
+                  f"ratio {spark_s / duck_s:5.1f}x  shared counts and lag agree: {agree}  poll-skip {res['counts']['poll-skip']}"
                   f"/{shape['expected_poll_skip']}", flush=True)
             last = " (last sample)" if args.repeat > 1 else ""
             print(f"   spark phases{last}: {res['timings']}", flush=True)
             if not agree:
                 differ = {k: (res["counts"].get(k), v) for k, v in duck.items() if res["counts"].get(k) != v}
                 print(f"   counts differ (spark, duckdb): {differ}\n   spark {res['counts']}\n   duckdb {duck}", flush=True)
+                lag = res.get("realtime_lag") or {}
+                print(f"   lag (spark, duckdb): {({k: lag.get(k) for k in duck_lag})}, {duck_lag}", flush=True)
             if not args.keep:
                 shutil.rmtree(run)
     finally:
         if not args.keep and not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
     print()
-    print(f"| events | Spark check (s) | + start-up (s) | DuckDB SQL (s) | Spark/DuckDB | Spark s per M events | shared counts agree |")
+    print(f"| events | Spark check (s) | + start-up (s) | DuckDB SQL (s) | Spark/DuckDB | Spark s per M events | shared counts and lag agree |")
     print("|---:|---:|---:|---:|---:|---:|:---:|")
     for events, gen, s, d, agree, *_ in rows:
         print(f"| {events:,} | {s:.1f} | {s + startup:.1f} | {d:.1f} | {s / d:.1f}x | {s / events * 1e6:.2f} | {'yes' if agree else 'NO'} |")

@@ -121,9 +121,9 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
            nemesis_interval: float, rate: float, store: str, spark_master: str | None, compare_replicas: bool,
            crash_clients: float | None, controllers: int, db_targets: str | None, markdown_out: str | None,
            schedule: str | None, campaign: float | None, recipes: bool) -> None:
-    """Detection power of the random schedule: `safe` runs under role-aware kill, partition and
-    pause faults, per Kafka version and seed, counting the runs that are invalid because of a
-    forbidden loss or divergence.
+    """Detection power of a fault schedule (random, or guided with --schedule guided): `safe` runs
+    under role-aware faults (kill, partition and pause unless --nemesis names others), per Kafka
+    version and seed, counting the runs that are invalid because of a forbidden loss or divergence.
 
     0.10.2.2 (KIP-101 scenario 1) and 1.1.1 (KIP-279) had such bugs and should be found; 3.9.2 and
     4.3.1 should come out valid. Prints each run as it ends and then two Markdown tables. Exit 0
