@@ -11,9 +11,10 @@ Each start takes one partition of the workload topic and, on seeded coins:
     it), then grow back to the original list (redpanda-data/chaos's `reconfigure_313`). With
     acks=all and min.insync.replicas=2 sends are refused NOT_ENOUGH_REPLICAS while it has one
     replica: Kafka's answer, recorded as the clients got it;
-  - `reorder`: the same replicas in another order, drawn among those whose preferred (first)
-    replica is not the leader, so that the leadership moves (a preferred election is then asked
-    for, as an operator would), and the old leader may come second or last;
+  - `reorder`: the same replicas in an order drawn among those whose preferred (first) replica is
+    not the leader (the current order among them when the leader is not first), so that the
+    leadership moves (a preferred election is then asked for, as an operator would), and the old
+    leader may come second or last;
   - `replace`: one replica is replaced by a broker that holds none (only with more brokers than
     replicas; skipped, saying so, otherwise);
 - a **throttle** (`--reassign-throttles`: `none` or `throttled`, 100 kB/s of replication), removed
