@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.checking.claims import finds
+from analysis.checking.offsets import observed as observed_offsets
 from harness.history.format import READ_FS
 
 
@@ -36,7 +37,7 @@ class Derived:
     events: DataFrame
     reads: DataFrame  # process, pid, index, time, f, type, pos, key, offset, value
     positions: DataFrame  # key, offset, value, process, index, time, f, type
-    offsets: DataFrame  # key, offset, read, first_time, next_offset, value, values (persisted)
+    offsets: DataFrame  # key, offset, read, first_time, next_offset, value, values (over cache["offsets"], persisted)
     values: DataFrame  # one row per value: what the value-level anomalies need (see _value_table)
     # The first record of each key in each `fail`/`info` txn (process, pid, index, time, f, type,
     # pos, key, offset, value): compared with the process's read sequence, never moving it on.
@@ -55,7 +56,6 @@ class Derived:
         return any(t.get(k, 0) for k in ("ok", "info", "fail"))
 
     def unpersist(self) -> None:
-        self.offsets.unpersist()
         self.values.unpersist()
         for table in self.cache.values():
             table.unpersist()
@@ -294,36 +294,20 @@ def derive(events: DataFrame, op_stats: dict | None = None, read_committed: bool
     if dead is not None:  # what fail/info txns returned: positions (known to exist), never reads
         positions = positions.unionByName(dead.select(*cols))
         known = known.unionByName(dead.select(*known.columns))
-    # One row per observed (key, offset): the values seen there, whether a read saw it, and the
-    # next observed offset on the key (a read that jumps past it skipped a known record).
-    # The narrow rows are shuffled by (key, offset) and aggregated whole there: a partial
-    # aggregate before the exchange merged little (a position's reads and write sit far apart in
-    # the file) and cost a third of this table's time. Not by key alone: a whole key per task
-    # does not spread over cores and bounds its memory by the key's size.
-    # first_time: when the earliest op that observed the position completed (analysis/checking/lag.py).
-    offsets = (
+    # One row per observed (key, offset) (analysis/checking/offsets.py); first_time: when the
+    # earliest op that observed the position completed (analysis/checking/lag.py).
+    offsets, base = observed_offsets(
         reads.select("key", "offset", "value", "time", F.lit(True).alias("read"))
-        .unionByName(known.select("key", "offset", "value", "time", F.lit(False).alias("read")))
-        .repartition("key", "offset")
-        .groupBy("key", "offset")
-        .agg(F.min("value").alias("min_value"), F.max("value").alias("max_value"), F.max("read").alias("read"),
-             F.min("time").alias("first_time"))
-        .select("key", "offset", "read", "first_time",
-                F.lead("offset").over(Window.partitionBy("key").orderBy("offset")).alias("next_offset"),
-                F.when(F.col("min_value") == F.col("max_value"), F.col("min_value")).alias("value"),
-                # Only where two values met (null elsewhere: a narrow persisted table).
-                F.when(F.col("min_value") != F.col("max_value"), F.array("min_value", "max_value")).alias("values"))
-        .persist(DERIVED_STORAGE)
-    )
+        .unionByName(known.select("key", "offset", "value", "time", F.lit(False).alias("read"))), DERIVED_STORAGE)
     # The values read, one row per position rather than per read (half the rows when two
     # consumers read everything): from offsets where one value was seen, from the reads
     # themselves where values disagree (min/max cannot say which of three values were read).
     read_positions = offsets.filter(F.col("read") & F.col("value").isNotNull()).select("value", "key", "offset")
     disputed = offsets.filter(F.col("values").isNotNull()).select("key", "offset")
     try:
-        any_disputed = disputed.limit(1).count() > 0  # computes and caches offsets now
+        any_disputed = disputed.limit(1).count() > 0
     except BaseException:
-        offsets.unpersist()
+        base.unpersist()
         if proven is not None:
             proven.unpersist()
         raise
@@ -335,7 +319,7 @@ def derive(events: DataFrame, op_stats: dict | None = None, read_committed: bool
     seen = dead.select("value", "key", "offset") if dead is not None else None
     return Derived(events, reads, positions, offsets, _value_table(_by_value(read_positions, events, proven, seen), max_read),
                    probes=_probes(dead) if dead is not None else None,
-                   cache={} if proven is None else {"proven": proven}, op_stats=op_stats)
+                   cache={"offsets": base, **({} if proven is None else {"proven": proven})}, op_stats=op_stats)
 
 
 @finds("inconsistent-offsets")

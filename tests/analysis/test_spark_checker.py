@@ -47,3 +47,16 @@ def test_each_injection_is_found_exactly(spark, tmp_path_factory, anomaly):
 def test_spark_and_reference_agree_on_corrupted_histories(spark, tmp_path_factory, seed, n):
     events = mutate(valid_history(seed, keys=2, steps=80), seed, n).events
     assert spark_counts(spark, tmp_path_factory, events) == reference.counts(events)
+
+
+@pytest.mark.parametrize("seed", [3, 17, 29])
+def test_offset_buckets_of_two_change_no_count(spark, tmp_path_factory, monkeypatch, seed):
+    """analysis/checking/offsets.py: with buckets of two offsets, every other next offset comes from
+    the first offset of the key's next bucket, not from a window within one: a poll-skip and the
+    counts of a corrupted history stay the reference's."""
+    monkeypatch.setattr("analysis.checking.offsets.BUCKET_BITS", 1)
+    events = inject(valid_history(seed), "poll-skip").events
+    assert reference.counts(events) == {**ZERO, "poll-skip": 1}
+    assert spark_counts(spark, tmp_path_factory, events) == {**ZERO, "poll-skip": 1}
+    events = mutate(valid_history(seed, keys=2, steps=80), seed, 8).events
+    assert spark_counts(spark, tmp_path_factory, events) == reference.counts(events)
