@@ -296,18 +296,20 @@ def derive(events: DataFrame, op_stats: dict | None = None, read_committed: bool
         known = known.unionByName(dead.select(*known.columns))
     # One row per observed (key, offset) (analysis/checking/offsets.py); first_time: when the
     # earliest op that observed the position completed (analysis/checking/lag.py).
-    offsets, base = observed_offsets(
-        reads.select("key", "offset", "value", "time", F.lit(True).alias("read"))
-        .unionByName(known.select("key", "offset", "value", "time", F.lit(False).alias("read"))), DERIVED_STORAGE)
-    # The values read, one row per position rather than per read (half the rows when two
-    # consumers read everything): from offsets where one value was seen, from the reads
-    # themselves where values disagree (min/max cannot say which of three values were read).
-    read_positions = offsets.filter(F.col("read") & F.col("value").isNotNull()).select("value", "key", "offset")
-    disputed = offsets.filter(F.col("values").isNotNull()).select("key", "offset")
-    try:
+    base = None
+    try:  # computed now (observed_offsets runs a job): nothing persisted is left behind if it fails
+        offsets, base = observed_offsets(
+            reads.select("key", "offset", "value", "time", F.lit(True).alias("read"))
+            .unionByName(known.select("key", "offset", "value", "time", F.lit(False).alias("read"))), DERIVED_STORAGE)
+        # The values read, one row per position rather than per read (half the rows when two
+        # consumers read everything): from offsets where one value was seen, from the reads
+        # themselves where values disagree (min/max cannot say which of three values were read).
+        read_positions = offsets.filter(F.col("read") & F.col("value").isNotNull()).select("value", "key", "offset")
+        disputed = offsets.filter(F.col("values").isNotNull()).select("key", "offset")
         any_disputed = disputed.limit(1).count() > 0
     except BaseException:
-        base.unpersist()
+        if base is not None:
+            base.unpersist()
         if proven is not None:
             proven.unpersist()
         raise
