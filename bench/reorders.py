@@ -14,7 +14,11 @@ import json
 import sys
 from pathlib import Path
 
-STRIKES = ("kill", "pause", "start-partition")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness.history.faults import KILL, PARTITION, PAUSE, REASSIGN  # noqa: E402
+
+STRIKES = (KILL.start, PAUSE.start, PARTITION.start)
 
 
 def reorders(history: Path, window: float) -> list[dict]:
@@ -28,12 +32,12 @@ def reorders(history: Path, window: float) -> list[dict]:
     out = []
     for i, e in enumerate(events):
         v = e.get("value") or {}
-        if e["f"] != "reassign" or v.get("move") != "reorder" or not v.get("steps"):
+        if e["f"] != REASSIGN.start or v.get("move") != "reorder" or not v.get("steps"):
             continue
         part = v["partition"]
         old = next((int(b) for b, roles in (v.get("roles") or {}).items() if f"leader:{part}" in roles), None)
         order = v["steps"][0]
-        done = next((x for x in events[i + 1:] if x["f"] == "reassigned" and (x["value"] or {}).get("partition") == part), None)
+        done = next((x for x in events[i + 1:] if x["f"] == REASSIGN.stop and (x["value"] or {}).get("partition") == part), None)
         steps = (done or {}).get("value", {}).get("steps") or []
         elected = bool(steps) and steps[-1].get("exit") == 0 and "election" in steps[-1]
         struck = []

@@ -52,9 +52,11 @@ def observed(rows: DataFrame, storage: StorageLevel) -> tuple[DataFrame, DataFra
     for r in firsts:
         if r["bucket"] is not None:  # no offset: no next one either (the loader refuses such records)
             by_key.setdefault(r["key"], []).append((r["bucket"], r["first"]))
-    follow = [(k, b, nxt[1]) for k, bs in by_key.items() for (b, _), nxt in zip(sorted(bs), sorted(bs)[1:])]
-    key_type = base.schema["key"].dataType
-    schema = StructType([StructField("key", key_type), StructField("bucket", LongType()),
+    follow = []  # (key, bucket, the first offset of the key's next non-empty bucket)
+    for k, bs in by_key.items():
+        bs.sort()
+        follow += [(k, b, first) for (b, _), (_, first) in zip(bs, bs[1:])]
+    schema = StructType([StructField("key", base.schema["key"].dataType), StructField("bucket", LongType()),
                          StructField("next_bucket_first", base.schema["offset"].dataType)])
     nexts = base.sparkSession.createDataFrame(follow, schema)
     offsets = base.join(F.broadcast(nexts), ["key", "bucket"], "left").select(
