@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from harness.errors import HarnessError
+from harness.provision.settings import DEFAULT_KAFKA_VERSION
 
 DEFAULT_STORE = "store/scenarios"
 
@@ -84,7 +85,7 @@ def run(name: str, kafka_version: str | None, store: Path, check: bool, client: 
 
 
 @scenario.command()
-@click.option("--versions", default="4.3.1,3.9.2,1.1.1,0.10.2.2", show_default=True, help="Comma-separated Kafka versions.")
+@click.option("--versions", default=f"{DEFAULT_KAFKA_VERSION},3.9.2,1.1.1,0.10.2.2", show_default=True, help="Comma-separated Kafka versions.")
 @click.option("--scenarios", "names", default=None, help="Comma-separated scenario names (default: every runnable one).")
 @click.option("--store", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
 @click.option("--output", type=click.Path(path_type=Path), default=None, help="Also write the Markdown table here.")

@@ -16,6 +16,7 @@ import click
 from rich.console import Console
 
 from harness.errors import HarnessError
+from harness.experiments.detection import VERSIONS as DETECT_VERSIONS
 
 if TYPE_CHECKING:
     from harness.experiments.regression import Recipe
@@ -75,7 +76,7 @@ def controls(seeds: int, time_limit: float, nemesis_interval: float, rate: float
 
 
 @click.command()
-@click.option("--kafka-versions", default="0.10.2.2,1.1.1,3.9.2,4.3.1", show_default=True,
+@click.option("--kafka-versions", default=",".join(DETECT_VERSIONS), show_default=True,
               help="Comma-separated Kafka versions; each runs `safe` (`no-idempotence` before 0.11, which has no idempotent producer).")
 @click.option("--profile", default=None, metavar="NAME",
               help="Run this client profile on every version instead (e.g. acks1: a writer with nothing pending on the "
@@ -126,7 +127,7 @@ def detect(ctx: click.Context, kafka_versions: str, profile: str | None, seeds: 
     version and seed, counting the runs that are invalid because of a forbidden loss or divergence.
 
     0.10.2.2 (KIP-101 scenario 1) and 1.1.1 (KIP-279) had such bugs and should be found; 3.9.2 and
-    4.3.1 should come out valid. Prints each run as it ends and then two Markdown tables. Exit 0
+    the newest (the harness's default Kafka) should come out valid. Prints each run as it ends and then two Markdown tables. Exit 0
     once every run has a verdict (findings are measurements, not failures), 2 on bad input or
     broken infrastructure."""
     from harness.experiments.detection import Detection, profile_for, run_detection

@@ -4,7 +4,7 @@ The controls (harness/experiments/calibration.py) only prove that loss is found 
 it (acks=1, unclean election). This measures the question a nightly suite exists for: run the
 `safe` profile (acks=all, RF 3, min.insync.replicas 2, unclean election off) under the random,
 role-aware kill/partition/pause schedule on Kafka versions that had replication bugs (0.10.2.2:
-KIP-101 scenario 1; 1.1.1: KIP-279) and on versions that should have none (3.9.2, 4.3.1), and
+KIP-101 scenario 1; 1.1.1: KIP-279) and on versions that should have none (3.9.2 and the default Kafka, 4.4.0), and
 count the runs whose verdict is `invalid` because of a forbidden loss or divergence.
 
 Brokers older than 0.11 have no idempotent producer, so `safe` there would only die with
@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.errors import BootstrapError, HarnessError, KafkaVersionError
+from harness.provision.settings import DEFAULT_KAFKA_VERSION
 
 log = logging.getLogger(__name__)
 
-VERSIONS = ("0.10.2.2", "1.1.1", "3.9.2", "4.3.1")
+VERSIONS = ("0.10.2.2", "1.1.1", "3.9.2", DEFAULT_KAFKA_VERSION)  # the buggy two, then two that should be valid
 FAULTS = ("kill", "partition", "pause")
 LEDGER = "detection.jsonl"
 # Anomalies that are a loss or a divergence (analysis/rules/verdict.py's headline groups them so).
