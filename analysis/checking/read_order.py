@@ -50,7 +50,7 @@ def read_pairs(d: Derived) -> DataFrame:
         paired = rows.select(*cols, last_ok.alias("p")).select(
             *cols, F.col("p.offset").alias("prev_offset"), F.col("p.value").alias("prev_value"),
             F.col("p.index").alias("prev_index"))
-    candidates = paired.drop("pos").filter(F.col("prev_offset").isNotNull() & (F.col("offset") != F.col("prev_offset") + 1))
+    candidates = paired.filter(F.col("prev_offset").isNotNull() & (F.col("offset") != F.col("prev_offset") + 1))
     resets = _resets(d)
     # A reset ends the key's sequence when it no longer covers the key or seeks the beginning; one
     # that still covers it (seek null or committed) keeps it, as Jepsen keeps it (select-keys).
@@ -60,9 +60,15 @@ def read_pairs(d: Derived) -> DataFrame:
                & (F.col("reset_index") > F.col("prev_index")) & (F.col("reset_index") < F.col("index")))
     kept = candidates.join(resets, between & ends_key, "left_anti")
     # Every reset left between the two reads keeps the key; a rebalance among them marks the pair.
-    rebalances = resets.filter("rebalance")
-    return (kept.join(rebalances, between, "left_semi").withColumn("across_rebalance", F.lit(True))
-            .unionByName(kept.join(rebalances, between, "left_anti").withColumn("across_rebalance", F.lit(False))))
+    # One outer join, then the few pairs grouped again (a row is one read: index, key, pos), so the
+    # window over every read runs once. Written as a semi join unioned with an anti join, the
+    # two branches' plans differed by an inferred filter, Spark did not reuse the exchange, and
+    # every read was shuffled and windowed twice: 4.5 of the count job's 20.4 s of task time on
+    # the bench's 10M history (2026-11-29, docs/benchmarks.md).
+    rebalances = resets.filter("rebalance").select("reset_process", "reset_index")
+    return (kept.join(F.broadcast(rebalances), between, "left")
+            .groupBy(*kept.columns).agg(F.max(F.col("reset_index").isNotNull()).alias("across_rebalance"))
+            .drop("pos"))
 
 
 def _resets(d: Derived) -> DataFrame:
