@@ -41,7 +41,8 @@ class ProcessNemesis(Nemesis):
         resolved from the look; what was aimed at (a partition) goes with it."""
         assert self.cluster is not None
         target = given.get("target") or rng.choice(self.targets)
-        aimed: dict[str, Any] = {}
+        # A partition given with a `leader` start aims it there (the guided schedule's strike).
+        aimed: dict[str, Any] = {"partition": given["partition"]} if target == "leader" and given.get("partition") else {}
         chosen = choose_nodes(self.cluster, target, rng, self.topic, aimed, look)
         return {"target": target, "targets": [n.node_id for n in chosen], **aimed}
 

@@ -90,18 +90,20 @@ class Roles:
 
 def leader_node(cluster: "KafkaCluster", roles: Roles, rng: random.Random,
                 aimed: dict[str, Any] | None = None) -> "Node | None":
-    """The leader of a randomly chosen partition of the workload topic (None while leaderless).
-    The partition aimed at goes into `aimed` (recorded with the fault, so a replay can say it)."""
+    """The leader of a randomly chosen partition of the workload topic (None while leaderless), or
+    of the one `aimed` already names ("<topic>-<p>": the guided schedule's strike, design 12). The
+    partition aimed at goes into `aimed` (recorded with the fault, so a replay can say it)."""
     if roles.topic is None:
         raise HarnessError("the 'leader' target needs a workload topic", hint="pass topic= to the nemesis setup")
     if roles.error is not None:
         raise HarnessError(f"the partition leaders are unknown right now: {roles.error}")
     if not roles.leaders:
         return None  # no majority of brokers agrees on the topic's state right now
-    partition = rng.choice(sorted(roles.leaders))
+    given = str((aimed or {}).get("partition") or "")
+    partition = int(given.rsplit("-", 1)[1]) if given.startswith(f"{roles.topic}-") else rng.choice(sorted(roles.leaders))
     if aimed is not None:
         aimed["partition"] = f"{roles.topic}-{partition}"
-    leader = roles.leaders[partition]
+    leader = roles.leaders.get(partition, -1)
     return cluster.node(leader) if leader >= 0 else None
 
 

@@ -77,6 +77,9 @@ class AtRisk:
         # Design 11: each cut, the step before a risk (a follower truncated below what was acknowledged,
         # kept from its leader by the faults in force), as the packages whose faults cut it.
         self.cuts: list[tuple[str, ...]] = []
+        # Design 12: where each cut was, (partition, follower, the leader it was kept from, the
+        # packages that cut it), in the order of `cuts`.
+        self.cut_sites: list[tuple[int, int, int, tuple[str, ...]]] = []
 
     def acked(self, top: dict[int, int]) -> None:
         """The highest offset acknowledged per partition so far (state.py's Acks.top, which only grows)."""
@@ -110,6 +113,7 @@ class AtRisk:
                 if t.cut and not t.counted and self._acked_top.get(partition, -1) >= t.to:
                     t.counted = True
                     self.cuts.append(t.by)
+                    self.cut_sites.append((partition, follower, t.leader, t.by))
 
     def elected(self, partition: int, leader: int, now: float) -> bool:
         """A `leader` fact: is this election one that puts acknowledged writes at risk?"""

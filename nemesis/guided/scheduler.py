@@ -66,6 +66,11 @@ whichever package decided last. Measured against random, 10 seeds each side by s
 1.00x random's states; the table still flat (each action's mean 1.51-1.57), a cut credited to 32 of
 187 starts (docs/guided.md "Design 11 against random").
 
+Design 12 (2026-11-29): design 11 with a strike that is not learned (STRIKE_PACKAGES, above):
+a cut made by a partition alone makes kill, else pause, strike that partition's leader at once, so
+that the election the cut needs comes while the truncated follower is still in the ISR. It names
+no role beyond `leader` aimed at a partition the watch named; random has no such rule.
+
 No step names a role that only exists mid-sequence (heir's "the replica it will elect next"), so
 `heir`, `transfer`, `flap` and `rejoin` are refused.
 
@@ -100,7 +105,7 @@ REFUSED = ("heir", "transfer", "flap", "rejoin")  # recipes: sequences written a
 # (0.10.2.2, 2026-11-26), so guided lost on budget before it could win on choices.
 DELAY_RANGE = GAP_RANGE  # design 10: drawn, as the random schedule's gaps; designs 3-9 chose among 0.5, 0.8, 1.2, 1.5
 HOLD_LIMIT = 3.0  # × the interval: a fault held longer is stopped without asking (the run goes on)
-DESIGN = 11  # the decision streams and moments, the reward's scale, the optimism (the module docstring); kept with the Q table
+DESIGN = 12  # the decision streams and moments, the reward's scale, the optimism (the module docstring); kept with the Q table
 ALPHA, GAMMA, EPSILON = 0.3, 0.5, 0.1
 # Design 11: a cut (nemesis/guided/risk.py: a follower truncated below an acknowledged offset and kept
 # from its leader by a fault) pays the action of each package whose fault made it this much of a risk's
@@ -108,6 +113,17 @@ ALPHA, GAMMA, EPSILON = 0.3, 0.5, 0.1
 # acknowledged offset and 0-5 risks (risks in 11 of them); live, design 11's 20 runs counted 2-28 cuts
 # each: a cut comes in every run, a risk in half.
 CUT_REWARD = 0.5
+# Design 12: a strike, not learned. When the watch reads a cut made by a partition alone (a follower
+# truncated below an acknowledged offset, its leader alive but across the cut), the first of these
+# packages free to act (holding no fault, a decision in its budget, none in the last REACT_MIN_S)
+# strikes that partition's leader at once, within STRIKE_WITHIN_S of the cut being read: the
+# leader's loss of its ZooKeeper session or its controller lease then elects among the ISR, which
+# still names the truncated follower until the leader drops it (replica.lag.time.max.ms, 10 s by
+# default on these versions). Offline and live, designs 7 and 11 read 2-28 cuts a run, and the
+# loss came only when an election followed one (nemesis/guided/risk.py): the Q table, flat after
+# ten runs, never learned to follow a cut with its leader's fall.
+STRIKE_PACKAGES = ("kill", "pause")
+STRIKE_WITHIN_S = 5.0
 OPTIMISM = 1.0 / (1.0 - GAMMA)  # the largest return rewards below 1 can add up to
 # Design 4: a decision state that gains one of these flags makes a package decide at once (one
 # package per change, at most once per REACT_MIN_S each), paid from its budget of one decision per
@@ -177,6 +193,8 @@ class GuidedScheduler:
         self._filled_at: dict[str, float] = {}  # package -> when its tokens were last topped up
         self._decided_at: dict[str, float] = {}  # package -> when it last decided
         self._reacted_at: dict[str, float] = {}  # flag -> when a package last reacted to it
+        self._sites: list[tuple[float, int, int, int]] = []  # design 12: (read at, partition, follower, leader) not yet struck
+        self.strikes = 0
 
     # --- the Scheduler protocol ----------------------------------------------------------------
     def planned(self) -> list[FaultEvent]:
@@ -194,6 +212,10 @@ class GuidedScheduler:
                 if self._closed or now_s >= self.time_limit_s:
                     return None
                 self.refill(package, now_s)
+                site = self._strike_site(package, now_s, watch)
+                if site is not None:
+                    self.strikes += 1
+                    return self.decide(package, now_s, watch, on="cut", aim=site)
                 if now_s >= self._decide_at[package]:  # its delay: random's cadence, tokens or not (design 10)
                     return self.decide(package, now_s, watch)
                 if self._tokens[package] >= 1.0:
@@ -237,6 +259,21 @@ class GuidedScheduler:
         who = max(ready, key=lambda p: max((self.value(state, a) for a in self.actions(p)), default=0.0))
         return who, now_flags - flags_of(self._last[who][0])
 
+    def _strike_site(self, package: str, now_s: float, watch: Any) -> str | None:
+        """Design 12: "<topic>-<p>" whose leader this package strikes now, or None. A cut made by a
+        partition alone, read at most STRIKE_WITHIN_S ago, is struck once, by the first package of
+        STRIKE_PACKAGES free to act that has `leader` among its targets."""
+        take = getattr(watch, "take_cut_sites", None)
+        if take is not None:
+            self._sites += [(now_s, p, f, leader) for p, f, leader, by in take() if tuple(by) == ("partition",)]
+        self._sites = [x for x in self._sites if now_s - x[0] <= STRIKE_WITHIN_S]
+        if (not self._sites or package not in STRIKE_PACKAGES or self.held[package] or self._tokens[package] < 1.0
+                or f"start:{package}:leader" not in self.actions(package) or getattr(watch, "topic", None) is None
+                or now_s - self._decided_at.get(package, -REACT_MIN_S) < REACT_MIN_S):
+            return None
+        _, partition, _, _ = self._sites.pop(0)
+        return f"{watch.topic}-{partition}"
+
     # --- deciding -------------------------------------------------------------------------------
     def actions(self, package: str) -> list[str]:
         if self.held[package]:  # one start at a time (design 9): a package that holds one may only stop it
@@ -252,7 +289,7 @@ class GuidedScheduler:
         elsewhere = [acts[action] for acts in self.q.values() if action in acts]
         return round(sum(elsewhere) / len(elsewhere), 4) if elsewhere else OPTIMISM
 
-    def decide(self, package: str, now_s: float, watch: Any, on: str = "its delay") -> FaultEvent:
+    def decide(self, package: str, now_s: float, watch: Any, on: str = "its delay", aim: str | None = None) -> FaultEvent:
         rng = self.rngs[package]
         # No floor: a decision at its delay without a token is a debt that later reactions wait out,
         # so the package still decides once per interval on average, as random (with a floor at 0,
@@ -284,7 +321,9 @@ class GuidedScheduler:
             self.q.setdefault(s, {})[a] = round(old + ALPHA * (reward + GAMMA * best - old), 4)
         starts = self.held[package]
         values = {a: self.value(state, a) for a in actions}  # once: a value not tried here averages the table
-        if starts and now_s - starts[0] > HOLD_LIMIT * self.interval_s:
+        if aim is not None:  # design 12's strike (_strike_site): the leader of the cut partition
+            action, why = f"start:{package}:leader", f"strike {aim}'s leader"
+        elif starts and now_s - starts[0] > HOLD_LIMIT * self.interval_s:
             action, why = f"stop:{package}", "held too long"
         elif rng.random() < EPSILON:
             action, why = rng.choice(actions), "explore"
@@ -303,6 +342,8 @@ class GuidedScheduler:
             starts.append(at_s)
             if key is not None:
                 params[key] = choice
+            if aim is not None:
+                params["partition"] = aim
         else:
             self.held[package] = []
         self.decisions.append({"at_s": at_s, "package": package, "state": state, "action": action, "why": why,
@@ -329,4 +370,4 @@ class GuidedScheduler:
 
     def describe(self) -> dict[str, Any]:
         return {"seed": self.seed, "version": self.version, "decisions": list(self.decisions), "coverage": self.saved,
-                "design": f"q-learning {DESIGN}", "react_flags": sorted(REACT_FLAGS), "writes_at_risk": self._risky, "cut_reward": CUT_REWARD, "alpha": ALPHA, "gamma": GAMMA, "epsilon": EPSILON, "delay_range_x_interval": list(DELAY_RANGE)}
+                "design": f"q-learning {DESIGN}", "react_flags": sorted(REACT_FLAGS), "writes_at_risk": self._risky, "cut_reward": CUT_REWARD, "strikes": self.strikes, "alpha": ALPHA, "gamma": GAMMA, "epsilon": EPSILON, "delay_range_x_interval": list(DELAY_RANGE)}

@@ -52,7 +52,7 @@ class StateWatch:
         self.abstraction = Abstraction()
         self.seen = Seen()
         self.risk = AtRisk()
-        self._taken = {"causes": 0, "cuts": 0}  # how much of each of the risk's lists the scheduler has taken
+        self._taken = {"causes": 0, "cuts": 0, "cut_sites": 0}  # how much of each of the risk's lists the scheduler has taken
         self.holds = holds if holds is not None else Holds()  # the run's Observer's: the faults in force
         self.look: Look | None = None
         self.states: dict[int, str] = {}
@@ -182,6 +182,11 @@ class StateWatch:
         """Each cut (nemesis/guided/risk.py, design 11) since the scheduler last asked: the packages
         whose faults kept a truncated follower from its leader."""
         return self._take("cuts")
+
+    def take_cut_sites(self) -> list[tuple[int, int, int, tuple[str, ...]]]:
+        """Where each cut since the scheduler last asked was: (partition, follower, the leader it
+        was kept from, the packages that cut it), for design 12's strike."""
+        return self._take("cut_sites")
 
     def _take(self, name: str) -> list[tuple[str, ...]]:
         with self._lock:
