@@ -96,10 +96,17 @@ def test_a_faulted_run_over_sasl_ssl_is_checked_and_keeps_no_secret(standing: Pa
     store = tmp_path / "store"
     done = harness("run", "--target", str(standing), "--allow-faults", "--nemesis", "kill,partition,pause,roll",
                    "--time-limit", "20", "--nemesis-interval", "5", "--store", str(store), timeout=900)
-    assert done.returncode in (0, 1), done.stderr  # valid, or librdkafka's known duplicates (README)
+    # Valid, or librdkafka's known duplicates (README); or unknown with nothing acknowledged: in a
+    # CI run (2026-11-29, load from the suite) the controller was killed 2.6 s in, while both
+    # idempotent producers still waited for their PID ("Coordinator load in progress"), and kills,
+    # a pause and a roll kept the cluster down for the rest of the 20 s: 200,000 sends unresolved,
+    # an unknown outcome, never a failure. Whatever the verdict, the rest below must hold.
+    assert done.returncode in (0, 1, 3), done.stderr
     run_dir = Path(done.stdout.strip().splitlines()[-1])
     assert (run_dir / "results.json").exists() and (run_dir / "report.html").exists()
     results = json.loads((run_dir / "results.json").read_text())
+    if done.returncode == 3:
+        assert results["verdict"] == "unknown" and results["reasons"][0].startswith("nothing acknowledged"), results["reasons"]
     if results["verdict"] == "valid":  # the reference checker (plain Python, no shared code) agrees
         events = read_history(run_dir / "history.jsonl")
         assert len(events) > 1000 and {k: v for k, v in reference.counts(events).items() if v} == {}
