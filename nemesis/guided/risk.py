@@ -74,12 +74,15 @@ class AtRisk:
         self._acked_top: dict[int, int] = {}  # partition -> the highest offset acknowledged
         self.events: list[tuple[int, int]] = []  # (partition, new leader), in order
         self.causes: list[tuple[str, ...]] = []  # for each event, the packages whose faults cut the follower off
-        # Design 11: each cut, the step before a risk (a follower truncated below what was acknowledged,
-        # kept from its leader by the faults in force), as the packages whose faults cut it.
-        self.cuts: list[tuple[str, ...]] = []
-        # Design 12: where each cut was, (partition, follower, the leader it was kept from, the
-        # packages that cut it), in the order of `cuts`.
+        # Each cut, the step before a risk (a follower truncated below what was acknowledged, kept from
+        # its leader by the faults in force): (partition, follower, the leader it was kept from, the
+        # packages whose faults cut it). Design 11 pays the packages, design 12 strikes the leader.
         self.cut_sites: list[tuple[int, int, int, tuple[str, ...]]] = []
+
+    @property
+    def cuts(self) -> list[tuple[str, ...]]:
+        """Each cut as the packages whose faults made it (design 11's credit), in order."""
+        return [by for *_, by in self.cut_sites]
 
     def acked(self, top: dict[int, int]) -> None:
         """The highest offset acknowledged per partition so far (state.py's Acks.top, which only grows)."""
@@ -112,7 +115,6 @@ class AtRisk:
                 t.cut = bool(t.by)
                 if t.cut and not t.counted and self._acked_top.get(partition, -1) >= t.to:
                     t.counted = True
-                    self.cuts.append(t.by)
                     self.cut_sites.append((partition, follower, t.leader, t.by))
 
     def elected(self, partition: int, leader: int, now: float) -> bool:

@@ -195,8 +195,7 @@ class GuidedScheduler:
         self._filled_at: dict[str, float] = {}  # package -> when its tokens were last topped up
         self._decided_at: dict[str, float] = {}  # package -> when it last decided
         self._reacted_at: dict[str, float] = {}  # flag -> when a package last reacted to it
-        self._sites: list[tuple[float, int, int, int]] = []  # design 12: (read at, partition, follower, leader) not yet struck
-        self.strikes = 0
+        self._sites: list[tuple[float, int]] = []  # design 12: (read at, partition) of cuts not yet struck
 
     # --- the Scheduler protocol ----------------------------------------------------------------
     def planned(self) -> list[FaultEvent]:
@@ -216,7 +215,6 @@ class GuidedScheduler:
                 self.refill(package, now_s)
                 site = self._strike_site(package, now_s, watch)
                 if site is not None:
-                    self.strikes += 1
                     return self.decide(package, now_s, watch, on="cut", aim=site)
                 if now_s >= self._decide_at[package]:  # its delay: random's cadence, tokens or not (design 10)
                     return self.decide(package, now_s, watch)
@@ -267,14 +265,19 @@ class GuidedScheduler:
         STRIKE_PACKAGES free to act that has `leader` among its targets."""
         take = getattr(watch, "take_cut_sites", None)
         if take is not None:
-            self._sites += [(now_s, p, f, leader) for p, f, leader, by in take() if tuple(by) == ("partition",)]
+            self._sites += [(now_s, p) for p, _, _, by in take() if tuple(by) == ("partition",)]
         self._sites = [x for x in self._sites if now_s - x[0] <= STRIKE_WITHIN_S]
         if (not self._sites or package not in STRIKE_PACKAGES or self.held[package] or self._tokens[package] < 1.0
                 or f"start:{package}:leader" not in self.actions(package) or getattr(watch, "topic", None) is None
                 or now_s - self._decided_at.get(package, -REACT_MIN_S) < REACT_MIN_S):
             return None
-        _, partition, _, _ = self._sites.pop(0)
+        _, partition = self._sites.pop(0)
         return f"{watch.topic}-{partition}"
+
+    @property
+    def strikes(self) -> int:
+        """Design 12's strikes so far: the decisions a cut brought."""
+        return sum(1 for d in self.decisions if d["on"] == "cut")
 
     # --- deciding -------------------------------------------------------------------------------
     def actions(self, package: str) -> list[str]:

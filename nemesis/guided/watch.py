@@ -198,7 +198,7 @@ class StateWatch:
         with self._lock:
             return {"ticks": self.ticks, "distinct_states": len(self.seen.states),
                     "distinct_transitions": len(self.seen.transitions),
-                    "writes_at_risk_count": len(self.risk.events), "cuts_count": len(self.risk.cuts),
+                    "writes_at_risk_count": len(self.risk.events), "cuts_count": len(self.risk.cut_sites),
                     "writes_at_risk": [{"partition": f"{self.topic}-{p}", "leader": b, "cut_by": list(by)}
                                        for (p, b), by in list(zip(self.risk.events, self.risk.causes))[:50]],
                     "log_facts": dict(sorted(self.abstraction.fact_counts.items())),
