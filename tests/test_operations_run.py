@@ -18,9 +18,10 @@ STARTS = {"roll", "node-stop", "kill", "pause", "start-partition", "fence", "rea
 
 
 def operations(run_dir) -> list[tuple[str, list, float]]:
-    """(f, what it struck, seconds after the workload began) of every operation's step that started."""
+    """(f, what it struck, seconds after the fault schedule began: once the first write was
+    acknowledged, which a replay waits for afresh) of every operation's step that started."""
     config = json.loads((run_dir / "config.json").read_text())
-    began = config["phases_s"]["workload"]
+    began = config["phases_s"]["faults"]
     out = []
     for e in read_history(run_dir / "history.jsonl"):
         if e["process"] == "nemesis" and e["f"] in STARTS:

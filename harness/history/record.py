@@ -10,8 +10,7 @@ Versions (the file's `config_format`, which readers of the old shape already kno
 - 1 (no `config_format`: run directories before 2026-11-23): the profile spelled three ways at once
   (dataclass field names, dotted Kafka keys, and nested `producer`/`consumer`/`topic` configs),
   and a fault schedule without the targets each fault resolved, so it cannot be replayed exactly;
-- 2 (RECORD_VERSION): the profile in one flat spelling of Kafka's keys; the executed schedule with
-  resolved targets.
+- 2 (RECORD_VERSION): the profile in one flat spelling of Kafka's keys; the executed schedule, targets resolved.
 
 `upgrade` reads every version into today's shape: a profile given as a bare name becomes a
 profile of that name, and `replay_schedule` is empty below version 2. The profile's keys are kept
@@ -107,6 +106,7 @@ class Phases:
     """When each phase began, in seconds on the history's own clock (record version 2)."""
 
     workload: float | None = None
+    faults: float | None = None  # once a write was acknowledged; None without faults, or before 2026-11-29
     heal: float | None = None
     drain: float | None = None
 

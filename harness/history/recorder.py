@@ -70,6 +70,9 @@ class Recorder:
         self._tail_ids = itertools.count()
         self._written = 0  # events written to the file; the next batch starts at this index
         self._counts = np.zeros(len(TYPES), dtype=np.int64)  # written events by type, in TYPES order
+        # Set once a write was acknowledged (a send's ok, or a txn's): the run starts its faults
+        # only then (harness/run/steps.py), as a batch is written at the latest 50 ms after it.
+        self.first_write = threading.Event()
         self._t0 = _now()
         # The wall clock at the history's zero: event times are monotonic ns since then, so this one
         # reading is what places them in UTC, beside the broker logs (config.json's history_start_utc).
@@ -130,6 +133,8 @@ class Recorder:
         """Append one event. `value` must be JSON-serialisable."""
         if type not in TYPES:
             raise ValueError(f"event type must be one of {TYPES}, not {type!r}")
+        if type == "ok" and f == "txn":
+            self.first_write.set()
         self._append_other(_EVENT_TAIL % (_dumps(process), type, _dumps(f), _dumps(value), _error_field(error)), type)
 
     def send(self, process: int, type: str, key: int, value: int, offset: int | None = None, epoch: int | None = None,
@@ -188,7 +193,10 @@ class Recorder:
         else:
             data = memoryview(lines)[:int(ends[-1])]
         self._counts[TYPE_CODES["invoke"]] += int(np.count_nonzero(kinds == SEND_INVOKE))
-        self._counts[TYPE_CODES["ok"]] += int(np.count_nonzero(kinds == SEND_OK))
+        acked = int(np.count_nonzero(kinds == SEND_OK))
+        self._counts[TYPE_CODES["ok"]] += acked
+        if acked:
+            self.first_write.set()
         self._written += len(batch)
         while data:  # os.write may write less than asked
             data = data[os.write(self._fd, data):]

@@ -98,6 +98,11 @@ def make_driver(config: RunConfig, run_dir: Path) -> Any:
     return contextlib.closing(driver) if hasattr(driver, "close") else contextlib.nullcontext(driver)
 
 
+# How long the faults wait for the workload's first acknowledged write (RunSteps.await_first_write):
+# `./chaos run` on a fresh 4.4.0 cluster had its first write acknowledged 2.0 s after the clients
+# opened (2026-11-29): the idempotent producers' id comes first.
+FIRST_WRITE_BOUND_S = 30.0
+
 # How long the heal waits for full ISRs, and the drain for high watermarks, once no broker answers.
 UNRESPONSIVE_BOUND_S = 15.0
 
@@ -259,9 +264,11 @@ class RunSteps:
         self.workload.start()  # returns once every client is open (transactional ids initialised)
         began = time.monotonic()
         self.phases["workload"] = round(recorder.elapsed_ns() / 1e9, 3)
-        if self.faults is not None:
-            self.faults.start()
         end = began + self.config.time_limit_s
+        if self.faults is not None:
+            self.await_first_write(began)
+            self.phases["faults"] = round(recorder.elapsed_ns() / 1e9, 3)
+            self.faults.start()
         while (now := time.monotonic()) < end:
             self.notify("workload", recorder)
             fail_if_gone(watch, self.workload)
@@ -276,6 +283,21 @@ class RunSteps:
             self.drain_timeout_s = min(self.drain_timeout_s, UNRESPONSIVE_BOUND_S)
             if self.faults is not None:
                 self.faults.isr_timeout_s = min(self.faults.isr_timeout_s, UNRESPONSIVE_BOUND_S)
+
+    def await_first_write(self, began: float) -> None:
+        """Wait, at most FIRST_WRITE_BOUND_S and half the time limit, until a write was acknowledged,
+        so that faults strike a cluster that is taking writes (kafkatest's produce, then fault). Why:
+        a CI run of 20 s (2026-11-29) killed the controller 2.6 s in, while both idempotent producers
+        still waited for their producer id ("Coordinator load in progress"); the cluster stayed down
+        for the rest and the run ended `unknown`, nothing acknowledged. When the bound passes the
+        faults start anyway, and the terminal says so."""
+        bound = min(FIRST_WRITE_BOUND_S, self.config.time_limit_s / 2)
+        while not self.recorder.first_write.wait(0.25):
+            self.notify("workload", self.recorder)
+            fail_if_gone(self.watch, self.workload)
+            if time.monotonic() - began >= bound or self.watch.unresponsive is not None:
+                log.warning("no write was acknowledged in the first %.0f s of the workload; the faults start anyway", bound)
+                return
 
     def heal(self) -> None:
         """Undo every fault and wait for full ISRs; config.json gets the schedule as executed."""
