@@ -24,6 +24,7 @@ from harness.history.faults import ERROR, HEAL
 from nemesis import registry, steps
 from nemesis.base import Nemesis, NemesisRecorder
 from nemesis.observer import Observer
+from nemesis.refusals import Refusals
 from nemesis.schedule import FaultEvent, Scheduler, package_rng, random_schedule, replay_schedule
 
 if TYPE_CHECKING:
@@ -35,6 +36,9 @@ log = logging.getLogger("nemesis")
 # the package's previous event. Its targets are recorded, so the look only names their roles; a
 # replay that waited the look's full 3 s for a just-killed broker struck after another package's
 # fault instead of before it.
+# How often the heal reads the brokers' logs for refused truncations (nemesis/refusals.py) while
+# ISRs lag: every 5 s, so a heal whose ISRs fill at once never reads a log.
+REFUSAL_LOOK_S = 5.0
 LOOK_GRACE_S = 0.25
 
 
@@ -239,11 +243,14 @@ class FaultRunner:
     def wait_for_full_isr(self) -> dict[str, Any]:
         """Wait until every broker answers and every broker's own metadata shows every
         broker registered and every replica of every topic in sync. Asking all of them,
-        not one: a broker just back from isolation still serves the ISR it knew before."""
+        not one: a broker just back from isolation still serves the ISR it knew before. When every
+        replica still missing is on a broker that refused to truncate since it last started, it
+        stops waiting and names them (`refused`): those replicas cannot rejoin (nemesis/refusals.py)."""
         assert self.cluster is not None
         began = time.monotonic()
         lagging: dict[str, list[int]] = {}
         everyone = sorted(b.node_id for b in self.cluster.brokers)
+        refusals, looked = Refusals(self.cluster.brokers), began
         while time.monotonic() - began < self.isr_timeout_s:
             try:
                 views = self.cluster.broker_views()
@@ -261,5 +268,14 @@ class FaultRunner:
                     return {"isr_full": True, "waited_s": round(time.monotonic() - began, 2), "errors": self.errors}
             except Exception as exc:
                 lagging = {"metadata": [str(exc)[:200]]}  # type: ignore[list-item]
+            if time.monotonic() - looked >= REFUSAL_LOOK_S:
+                looked = time.monotonic()
+                refused = refusals.stuck()
+                missing = {b for ids in lagging.values() for b in ids}
+                if refused and missing and all(isinstance(b, int) and b in refused for b in missing):
+                    log.warning("heal: broker(s) %s refused to truncate and cannot rejoin the ISR; not waiting for them",
+                                sorted(refused))
+                    return {"isr_full": False, "waited_s": round(time.monotonic() - began, 2), "lagging": lagging,
+                            "refused": {str(b): line for b, line in sorted(refused.items())}, "errors": self.errors}
             time.sleep(0.5)
         return {"isr_full": False, "waited_s": round(time.monotonic() - began, 2), "lagging": lagging, "errors": self.errors}

@@ -146,5 +146,10 @@ def test_fault_lines_name_the_faults_and_the_heal(tmp_path):
         "nemesis_config": {"packages": ["kill"], "schedule": schedule[:1]},
         "heal": {"isr_full": False, "waited_s": 120.3, "lagging": {"queue-0": [2]}}}))
     assert "ISRs not full after 120 s" in fault_lines(tmp_path)[1]
+    (tmp_path / "config.json").write_text(json.dumps({
+        "nemesis_config": {"packages": ["kill"], "schedule": schedule[:1]},
+        "heal": {"isr_full": False, "waited_s": 5.1, "lagging": {"queue-0": [2]},
+                 "refused": {"2": "FATAL [ReplicaFetcherThread-0-1], Exiting because log truncation is not allowed"}}}))
+    assert "broker(s) 2 refused to truncate and cannot rejoin the ISR" in fault_lines(tmp_path)[1]
     (tmp_path / "config.json").write_text(json.dumps({"nemesis": [], "nemesis_config": None}))
     assert fault_lines(tmp_path) == []

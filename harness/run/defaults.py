@@ -91,5 +91,10 @@ def fault_lines(run_dir: Path) -> list[str]:
         revived = f"; node(s) {', '.join(heal.revived)} started again" if heal.revived else ""
         lines.append(f"healed: every fault undone, every ISR full again after {heal.waited_s or 0:.1f} s{revived}")
     else:
-        lines.append(f"[yellow]heal: ISRs not full after {heal.waited_s or 0:.0f} s: {json.dumps(heal.lagging)[:200]}[/yellow]")
+        refused = record.mapping("heal").get("refused") or {}
+        if refused:  # nemesis/refusals.py: the heal stopped waiting for them
+            lines.append(f"[yellow]heal: broker(s) {', '.join(refused)} refused to truncate and cannot rejoin the ISR "
+                         f"(unclean leader election is off); stopped waiting after {heal.waited_s or 0:.0f} s[/yellow]")
+        else:
+            lines.append(f"[yellow]heal: ISRs not full after {heal.waited_s or 0:.0f} s: {json.dumps(heal.lagging)[:200]}[/yellow]")
     return lines
