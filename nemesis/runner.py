@@ -31,14 +31,14 @@ if TYPE_CHECKING:
     from harness.cluster import KafkaCluster
 
 log = logging.getLogger("nemesis")
+# How often the heal reads the brokers' logs for refused truncations (nemesis/refusals.py) while
+# ISRs lag: every 5 s, so a heal whose ISRs fill at once never reads a log.
+REFUSAL_LOOK_S = 5.0
 
 # How long past its recorded moment a replayed fault waits for its look of the roles, begun after
 # the package's previous event. Its targets are recorded, so the look only names their roles; a
 # replay that waited the look's full 3 s for a just-killed broker struck after another package's
 # fault instead of before it.
-# How often the heal reads the brokers' logs for refused truncations (nemesis/refusals.py) while
-# ISRs lag: every 5 s, so a heal whose ISRs fill at once never reads a log.
-REFUSAL_LOOK_S = 5.0
 LOOK_GRACE_S = 0.25
 
 

@@ -290,7 +290,7 @@ class RunSteps:
         a CI run of 20 s (2026-11-29) killed the controller 2.6 s in, while both idempotent producers
         still waited for their producer id ("Coordinator load in progress"); the cluster stayed down
         for the rest and the run ended `unknown`, nothing acknowledged. When the bound passes the
-        faults start anyway, and the terminal says so."""
+        faults start anyway, with a warning that says so."""
         bound = min(FIRST_WRITE_BOUND_S, self.config.time_limit_s / 2)
         while not self.recorder.first_write.wait(0.25):
             self.notify("workload", self.recorder)
