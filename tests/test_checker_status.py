@@ -16,7 +16,7 @@ def test_status_names_a_running_checker_of_another_checkout_and_drops_a_stale_on
     monkeypatch.setattr(spark_server.tempfile, "gettempdir", lambda: str(tmp_path))
     monkeypatch.delenv("KAFKA_CHAOS_CHECKER_DIR", raising=False)
     monkeypatch.setattr(spark_server, "_is_ours", lambda pid: pid == 4242)
-    monkeypatch.setattr(spark_server, "clients", lambda state: 0)
+    monkeypatch.setattr(spark_server, "checks_running", lambda state, folder=None: 0)
     uid = os.getuid()
     for tag, pid in (("other001", 4242), ("stale002", 999)):
         folder = tmp_path / f"kafka-chaos-checker-{uid}-{tag}"

@@ -110,15 +110,22 @@ def checker_session(master: str | None = None, driver_memory: str | None = None,
     if (master is not None or os.environ.get("SPARK_REMOTE") or os.environ.get("KAFKA_CHAOS_CHECKER") == "embedded"
             or SparkContext._active_spark_context is not None):
         return get_session(master, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
-    state = spark_server.ensure(driver_memory)
+    spark_server.claim()  # a warm-up on the checker gives way (analysis/checking/warmup.py)
+    state = spark_server.ensure(driver_memory, warm_up=False)
     if state is None:  # a server of older code is still busy with another check
         log.info("the local checker runs older code and is busy: checking on an embedded Spark")
         return get_session(None, driver_memory=driver_memory, shuffle_partitions=shuffle_partitions)
     log.info("checking on the local checker at port %s (log %s)", state["port"], state["log"])
-    # Release this client's server-side session (its cached tables) when the process exits, not
-    # after Spark's 60 min session timeout: the server outlives many checks.
-    os.environ.setdefault("SPARK_CONNECT_RELEASE_SESSION_ON_EXIT", "true")
-    spark = SparkSession.builder.remote(spark_server.url(state)).getOrCreate()
+    # One of the checker's reused sessions (warm: analysis/checking/sessions.py), or a new one of
+    # this process's, released with its cached tables when the process exits.
+    from analysis.checking import sessions, warmup
+
+    folder = spark_server.home()
+    warming = (warmup.read_status(folder) or {}).get("state") == "running"
+    remote = sessions.url(spark_server.url(state), state, folder, warming)
+    spark = SparkSession.builder.remote(remote).getOrCreate()
+    if "session_id=" in remote:
+        spark.release_session_on_close = False  # the next check takes this session over
     try:  # a local server that is gone stays gone: fail in seconds, not after the 10 min of retries meant for a network
         from pyspark.sql.connect.client.retries import DefaultPolicy
 

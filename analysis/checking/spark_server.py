@@ -144,9 +144,27 @@ def last_used(state: dict[str, Any], folder: Path | None = None) -> float:
         return float(state.get("started", 0))
 
 
-def clients(state: dict[str, Any]) -> int:
-    """Clients connected to the server now (-1: cannot tell)."""
-    return _connections(int(state["port"]))
+def claim(folder: Path | None = None) -> None:
+    """A check is about to use the server: a warm-up running on it gives way (analysis/checking/warmup.py),
+    and none starts on a server that is still starting."""
+    with contextlib.suppress(OSError):
+        ((folder or home()) / "claimed").touch()
+
+
+def claimed_since(folder: Path, when: float) -> bool:
+    try:
+        return (folder / "claimed").stat().st_mtime >= when
+    except OSError:
+        return False
+
+
+def checks_running(state: dict[str, Any], folder: Path | None = None) -> int:
+    """Checks connected to the server now, the warm-up's connection left out (-1: cannot tell)."""
+    from analysis.checking.warmup import read_status
+
+    n = _connections(int(state["port"]))
+    warming = (read_status(folder or home()) or {}).get("state") == "running"
+    return max(0, n - 1) if warming and n > 0 else n
 
 
 def touch(folder: Path | None = None) -> None:
@@ -174,9 +192,10 @@ def code_stamp() -> str:
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def ensure(driver_memory: str | None = None, timeout_s: float = READY_S) -> dict[str, Any] | None:
+def ensure(driver_memory: str | None = None, timeout_s: float = READY_S, warm_up: bool = True) -> dict[str, Any] | None:
     """The running server's state, starting one (and waiting until it listens) when none runs, with
     a heap of `driver_memory` (default: spark_conf.driver_memory(), sized from the machine).
+    warm_up=False: a check is waiting for the server it starts, so it warms up on that check.
     None when a server of older code is still serving a check (the caller checks embedded)."""
     from analysis.checking.spark_conf import driver_memory as machine_sized
 
@@ -185,7 +204,7 @@ def ensure(driver_memory: str | None = None, timeout_s: float = READY_S) -> dict
     with _lock(folder):
         state = read_state(folder)
         if state is not None and state.get("ready") and state.get("code") != stamp:
-            if _connections(int(state["port"])) != 0:
+            if checks_running(state, folder) != 0:
                 return None
             stop(folder)
             state = None
@@ -197,7 +216,8 @@ def ensure(driver_memory: str | None = None, timeout_s: float = READY_S) -> dict
         log = folder / "server.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen([sys.executable, "-m", "analysis.checking.spark_server", "--dir", str(folder),
-                                     "--driver-memory", driver_memory, "--idle", str(idle_limit())],
+                                     "--driver-memory", driver_memory, "--idle", str(idle_limit())]
+                                    + ([] if warm_up else ["--no-warm-up"]),
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True, cwd="/")
         deadline = time.monotonic() + timeout_s
@@ -252,7 +272,9 @@ def _jvm_command(port: int, driver_memory: str) -> list[str]:
 
     args = [str(SPARK_HOME / "bin" / "spark-submit"), "--class", SERVER_CLASS, "--master", "local[*]",
             "--driver-memory", driver_memory, "--conf", f"spark.driver.extraJavaOptions={java_options()}",
-            "--conf", f"spark.connect.grpc.binding.address={LOOPBACK}", "--conf", f"spark.connect.grpc.binding.port={port}"]
+            "--conf", f"spark.connect.grpc.binding.address={LOOPBACK}", "--conf", f"spark.connect.grpc.binding.port={port}",
+            # Sessions are reused by later checks (analysis/checking/sessions.py): kept until the server stops.
+            "--conf", "spark.connect.session.manager.defaultSessionTimeout=-1"]
     for key, value in SERVER_CONF.items():
         args += ["--conf", f"{key}={value}"]
     return args + ["spark-internal"]
@@ -266,7 +288,20 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: the JVM goes with its supervisor
 
 
-def serve(folder: Path, driver_memory: str, idle_s: float) -> int:
+def _start_warmup(folder: Path, started: float) -> subprocess.Popen | None:
+    """The warm-up's process (analysis/checking/warmup.py), unless it is turned off or a check
+    claimed this server while it started (it warms up on that check)."""
+    from analysis.checking import warmup
+
+    if not warmup.enabled() or claimed_since(folder, started):
+        return None
+    with open(folder / "warmup.log", "wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "analysis.checking.warmup", "--dir", str(folder)],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                preexec_fn=_die_with_parent, cwd="/")
+
+
+def serve(folder: Path, driver_memory: str, idle_s: float, warm_up: bool = True) -> int:
     from analysis.checking.spark_conf import SPARK_HOME, free_port
 
     port, token = free_port(), uuid.uuid4().hex
@@ -296,12 +331,15 @@ def serve(folder: Path, driver_memory: str, idle_s: float) -> int:
         tmp.replace(path)
 
     write()
+    (folder / "warmup.json").unlink(missing_ok=True)  # the last server's
     last_used = time.time()
+    warmup = None
     try:
         while not stopping and jvm.poll() is None:
             if not state["ready"] and listening(port):
                 write(ready=True, ready_at=time.time())
                 last_used = time.time()
+                warmup = _start_warmup(folder, state["started"]) if warm_up else None
             if state["ready"]:
                 busy = _connections(port) > 0
                 with contextlib.suppress(OSError):
@@ -314,6 +352,8 @@ def serve(folder: Path, driver_memory: str, idle_s: float) -> int:
                     break
             time.sleep(1.0)
     finally:
+        if warmup is not None and warmup.poll() is None:
+            warmup.terminate()
         if jvm.poll() is None:
             jvm.terminate()
             try:
@@ -332,8 +372,9 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--idle", type=float, default=IDLE_S)
+    parser.add_argument("--no-warm-up", action="store_true", help="a check waits for this server: no warm-up")
     args = parser.parse_args()
-    sys.exit(serve(args.dir, args.driver_memory, args.idle))
+    sys.exit(serve(args.dir, args.driver_memory, args.idle, warm_up=not args.no_warm_up))
 
 
 if __name__ == "__main__":
