@@ -17,8 +17,8 @@ def _ago(seconds: float) -> str:
 
 def warming(folder: Any = None) -> str | None:
     """What the warm-up is doing (analysis/checking/warmup.py), while it runs."""
-    from analysis.checking import spark_server, warmup
-    status = warmup.read_status(folder or spark_server.home())
+    from analysis.checking import spark_server
+    status = spark_server.warmup_status(folder)
     if not status or status.get("state") != "running":
         return None
     return f"warming up (check {status['checks'] + 1} of {status['of']}; a check that comes now stops it)"
@@ -26,8 +26,8 @@ def warming(folder: Any = None) -> str | None:
 
 def _warm_line(folder: Any = None) -> str | None:
     """How the last warm-up ended, for the status's details."""
-    from analysis.checking import spark_server, warmup
-    status = warmup.read_status(folder or spark_server.home())
+    from analysis.checking import spark_server
+    status = spark_server.warmup_status(folder)
     if not status or status.get("state") in (None, "running"):
         return None
     why = status.get("reason") or status.get("error") or ""

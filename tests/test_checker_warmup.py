@@ -69,9 +69,9 @@ def test_the_warmup_gives_way_to_a_check_that_then_takes_its_session(tmp_path, r
     try:
         state = spark_server.ensure()  # as `./chaos run` starts it: no check waiting
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (warmup.read_status(folder) or {}).get("state") != "running":
+        while time.monotonic() < deadline and (spark_server.warmup_status(folder) or {}).get("state") != "running":
             time.sleep(0.2)
-        assert (warmup.read_status(folder) or {}).get("state") == "running", warmup.read_status(folder)
+        assert (spark_server.warmup_status(folder) or {}).get("state") == "running", spark_server.warmup_status(folder)
         status = subprocess.run([sys.executable, "-m", "harness", "status"], capture_output=True, text=True, env=env, timeout=60)
         assert "warming up" in status.stdout, status.stdout
         began = time.monotonic()
@@ -79,7 +79,7 @@ def test_the_warmup_gives_way_to_a_check_that_then_takes_its_session(tmp_path, r
                                capture_output=True, text=True, env=env, timeout=600)
         assert check.returncode == 0, check.stderr[-3000:]
         took = time.monotonic() - began
-        ended = warmup.read_status(folder)
+        ended = spark_server.warmup_status(folder)
         assert ended["state"] == "stopped" and ended["reason"] == "a check claimed the checker", ended
         assert spark_server.read_state(folder)["pid"] == state["pid"], "the check ran on the warmed server"
         status = subprocess.run([sys.executable, "-m", "harness", "status"], capture_output=True, text=True, env=env, timeout=60)

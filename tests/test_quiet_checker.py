@@ -58,8 +58,7 @@ def test_the_local_checker_is_quiet_reused_visible_and_stops(tmp_path, report_fi
             assert proc.stderr.strip() == "", f"the terminal got: {noise(proc.stderr) or proc.stderr[:2000]}"
         state = spark_server.read_state(folder)
         assert state is not None and state["ready"], "the server outlives the check, for the next one"
-        from analysis.checking.warmup import read_status
-        assert read_status(folder) is None, "a server started by a check is warmed by that check, not by a warm-up"
+        assert spark_server.warmup_status(folder) is None, "a server started by a check is warmed by that check, not by a warm-up"
         status = harness("status", env=env).stdout
         assert "running" in status and str(state["jvm_pid"]) in status, status
         # The embedded checker (a Spark of the command's own) is as quiet. It had a test of its own, whose

@@ -118,10 +118,10 @@ def checker_session(master: str | None = None, driver_memory: str | None = None,
     log.info("checking on the local checker at port %s (log %s)", state["port"], state["log"])
     # One of the checker's reused sessions (warm: analysis/checking/sessions.py), or a new one of
     # this process's, released with its cached tables when the process exits.
-    from analysis.checking import sessions, warmup
+    from analysis.checking import sessions
 
     folder = spark_server.home()
-    warming = (warmup.read_status(folder) or {}).get("state") == "running"
+    warming = (spark_server.warmup_status(folder) or {}).get("state") == "running"
     remote = sessions.url(spark_server.url(state), state, folder, warming)
     spark = SparkSession.builder.remote(remote).getOrCreate()
     if "session_id=" in remote:

@@ -37,6 +37,8 @@ IDLE_S = 600.0
 READY_S = 180.0  # a cold JVM on a 2-core machine shared with four others took up to 60 s to listen
 LOOPBACK = "127.0.0.1"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+WARMUP_STATUS = "warmup.json"  # written by the warm-up (analysis/checking/warmup.py)
+WARMUP_ENV = "KAFKA_CHAOS_CHECKER_WARMUP"  # 0 turns it off
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,12 +160,25 @@ def claimed_since(folder: Path, when: float) -> bool:
         return False
 
 
+def warmup_enabled() -> bool:
+    return os.environ.get(WARMUP_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def warmup_status(folder: Path | None = None) -> dict[str, Any] | None:
+    """The warm-up's last state (analysis/checking/warmup.py), or None: "running" only while its process lives."""
+    try:
+        status = json.loads(((folder or home()) / WARMUP_STATUS).read_text())
+    except (OSError, ValueError):
+        return None
+    if status.get("state") == "running" and not _alive(int(status.get("pid", 0))):
+        status["state"] = "ended"
+    return status
+
+
 def checks_running(state: dict[str, Any], folder: Path | None = None) -> int:
     """Checks connected to the server now, the warm-up's connection left out (-1: cannot tell)."""
-    from analysis.checking.warmup import read_status
-
     n = _connections(int(state["port"]))
-    warming = (read_status(folder or home()) or {}).get("state") == "running"
+    warming = (warmup_status(folder) or {}).get("state") == "running"
     return max(0, n - 1) if warming and n > 0 else n
 
 
@@ -291,9 +306,7 @@ def _die_with_parent() -> None:
 def _start_warmup(folder: Path, started: float) -> subprocess.Popen | None:
     """The warm-up's process (analysis/checking/warmup.py), unless it is turned off or a check
     claimed this server while it started (it warms up on that check)."""
-    from analysis.checking import warmup
-
-    if not warmup.enabled() or claimed_since(folder, started):
+    if not warmup_enabled() or claimed_since(folder, started):
         return None
     with open(folder / "warmup.log", "wb") as out:
         return subprocess.Popen([sys.executable, "-m", "analysis.checking.warmup", "--dir", str(folder)],
@@ -331,7 +344,7 @@ def serve(folder: Path, driver_memory: str, idle_s: float, warm_up: bool = True)
         tmp.replace(path)
 
     write()
-    (folder / "warmup.json").unlink(missing_ok=True)  # the last server's
+    (folder / WARMUP_STATUS).unlink(missing_ok=True)  # the last server's
     last_used = time.time()
     warmup = None
     try:

@@ -12,7 +12,7 @@ It never delays a real check: a check claims the checker (spark_server.claim) be
 connects; the warm-up then interrupts its own Spark operations and exits, and none starts on a
 server that a check claimed before it was ready. It is bounded (CHECKS checks, BUDGET_S seconds)
 and can be turned off with KAFKA_CHAOS_CHECKER_WARMUP=0. Its state is STATUS in the checker's
-folder, which `harness status` shows.
+folder (spark_server.warmup_status), which `harness status` shows.
 
     python -m analysis.checking.warmup --dir FOLDER     # started by the supervisor, not by hand
 """
@@ -31,17 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from analysis.checking import sessions, spark_server
+from analysis.checking.spark_server import WARMUP_STATUS as STATUS
 
 CHECKS = 3
 BUDGET_S = 240.0  # a cold JVM's first check of the synthetic history took 9-20 s on 2 cores
-STATUS = "warmup.json"
-ENV = "KAFKA_CHAOS_CHECKER_WARMUP"
 
 KEYS, PRODUCERS, SENDS, BATCH = 8, 2, 4000, 25
-
-
-def enabled() -> bool:
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def synthetic_run(run_dir: Path, seed: int = 0) -> Path:
@@ -51,6 +46,7 @@ def synthetic_run(run_dir: Path, seed: int = 0) -> Path:
     Every ok send lands at its key's next offset and every consumer reads forward, so a check
     finds nothing (tests/test_checker_warmup.py holds the reference checker to that)."""
     from harness.history.files import write_parquet
+    from harness.history.record import write_record
 
     rnd = random.Random(seed)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -105,7 +101,7 @@ def synthetic_run(run_dir: Path, seed: int = 0) -> Path:
     config = {"run_id": "checker-warm-up", "seed": seed, "workload": "queue", "time_limit_s": 1.0,
               "drain": {"complete": True, "first_index": first_drain, "processes": [4, 5], "timed_out_partitions": [],
                         "high_watermarks": {str(k): len(v) for k, v in logs.items()}, "undrained": {}}}
-    (run_dir / "config.json").write_text(json.dumps(config))
+    write_record(run_dir, config)
     return run_dir
 
 
@@ -115,17 +111,6 @@ def write_status(folder: Path, **status: Any) -> None:
     tmp.replace(folder / STATUS)
 
 
-def read_status(folder: Path) -> dict[str, Any] | None:
-    """The warm-up's last state, or None: "running" only while its process lives."""
-    try:
-        status = json.loads((folder / STATUS).read_text())
-    except (OSError, ValueError):
-        return None
-    if status.get("state") == "running" and not spark_server._alive(int(status.get("pid", 0))):
-        status["state"] = "ended"
-    return status
-
-
 def warm(folder: Path, checks: int = CHECKS, budget_s: float = BUDGET_S) -> dict[str, Any]:
     """Check the synthetic history up to `checks` times on the server of `folder`; stop at once
     when a real check claims the server or the budget is spent. Returns (and writes) the status."""
@@ -133,6 +118,7 @@ def warm(folder: Path, checks: int = CHECKS, budget_s: float = BUDGET_S) -> dict
 
     from analysis.checking.checker import check_history
     from analysis.checking.spark import fit_partitions
+    from harness.history.record import read_record
 
     began = time.time()
     state = spark_server.read_state(folder)
@@ -146,7 +132,7 @@ def warm(folder: Path, checks: int = CHECKS, budget_s: float = BUDGET_S) -> dict
         write_status(folder, **status)
         return status
     run = synthetic_run(folder / "warmup-run")
-    config = json.loads((run / "config.json").read_text())
+    config = read_record(run)
     remote = sessions.url(spark_server.url(state), state, folder)  # slot 0, the one the next check takes
     spark = SparkSession.builder.remote(remote).getOrCreate()
     if "session_id=" in remote:
