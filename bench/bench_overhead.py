@@ -3,12 +3,15 @@
 - the check of one history by `python -m analysis check` in a fresh process, three ways:
   embedded (a new JVM in the process, as every check was before the local checker), the local
   checker started by this check (cold), and the local checker already up (warm);
-- with --run: `./chaos run` from command to verdict, minus its --time-limit, on a warm local
-  checker (its phases and the check's own time beside it).
+- the local checker started ahead of its first check, as `./chaos run` starts it: it warms up on a
+  synthetic history (analysis/checking/warmup.py), then checks this one;
+- with --run: `./chaos run` from command to verdict, minus its --time-limit, first on a stopped
+  checker (a session's first run), then on the warm one (its phases, ok ops and the check's own
+  time beside it).
 
     python bench/bench_overhead.py --run-dir store/RUN          # a real run's history (~60k events: 30 s)
     python bench/bench_overhead.py --events 60000               # a synthetic one (bench_checker's shape)
-    python bench/bench_overhead.py --run-dir store/RUN --run 30 --repeat 3
+    python bench/bench_overhead.py --run-dir store/RUN --run 30 --run-repeat 2 --repeat 3
 
 The local checker here is the bench's own (a private KAFKA_CHAOS_CHECKER_DIR), stopped at the end;
 a user's running checker is not touched. Every check must write the same results.json as the
@@ -92,7 +95,8 @@ def chaos_run(seconds: int, store: Path, env: dict[str, str]) -> tuple[float, st
     run = Path(proc.stdout.strip().splitlines()[-1])
     phases = json.loads((run / "config.json").read_text()).get("seconds", {})
     check_s = json.loads((run / "results.json").read_text()).get("timings", {}).get("total_s")
-    parts = ", ".join(f"{k} {v:.1f}" for k, v in phases.items())
+    sends = json.loads((run / "config.json").read_text()).get("counts", {}).get("ok")
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in phases.items()) + f", {sends} ok ops"
     noise = [line for line in proc.stderr.splitlines() if any(n in line for n in NOISE)]
     return wall, f"{parts}, check (its own) {check_s} s; {len(noise)} line(s) of Spark/JVM/log4j on the terminal"
 
@@ -105,6 +109,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="Warm checks (and embedded ones) to take the median of.")
     parser.add_argument("--run", type=int, default=0, metavar="SECONDS",
                         help="Also time `./chaos run --time-limit SECONDS` on the warm checker (needs Docker).")
+    parser.add_argument("--run-repeat", type=int, default=1, help="With --run: runs on the warm checker after the first.")
+    parser.add_argument("--keep", action="store_true", help="Keep the bench's folder (its runs and results) and say where.")
     args = parser.parse_args()
 
     folder = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
@@ -132,11 +138,24 @@ def main() -> None:
                 rows["cold" if kind == "cold" or fresh else "warm"].append((wall, r["timings"]["total_s"]))
                 if comparable(r) != reference:
                     differ.append(f"{kind} #{i + 1}")
+        # The checker started ahead of its first check (as `./chaos run` starts it when its workload
+        # begins): it warms up on a synthetic history (analysis/checking/warmup.py), then this check.
+        spark_server.stop(folder / "checker")
+        os.environ["KAFKA_CHAOS_CHECKER_DIR"] = env["KAFKA_CHAOS_CHECKER_DIR"]
+        spark_server.ensure()
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and (spark_server.warmup_status(folder / "checker") or {}).get("state") in (None, "running"):
+            time.sleep(0.5)
+        warm_up = spark_server.warmup_status(folder / "checker") or {}
+        wall, r = check(run, folder / "ahead", env)
+        rows["ahead"] = [(wall, r["timings"]["total_s"])]
+        if comparable(r) != reference:
+            differ.append("started ahead")
         events = results.get("history", {}).get("events")
         print(f"history: {events} events; verdict {results.get('verdict')}")
         print(f"{'one check, a fresh `python -m analysis check`':<46} {'wall s':>8} {'own s':>8}   samples (wall/own)")
         names = {"embedded": "embedded Spark (a new JVM)", "cold": "local checker, cold (starts it)",
-                 "warm": "local checker, warm"}
+                 "warm": "local checker, warm", "ahead": "started ahead, warmed up, its 1st check"}
         for kind, samples in rows.items():
             if samples:
                 walls, owns = [w for w, _ in samples], [o for _, o in samples]
@@ -145,18 +164,27 @@ def main() -> None:
         if rows["warm"]:
             med = {k: (statistics.median([w for w, _ in v]), statistics.median([o for _, o in v])) for k, v in rows.items() if v}
             print(f"warm/embedded: wall {med['warm'][0] / med['embedded'][0]:.2f}, own {med['warm'][1] / med['embedded'][1]:.2f}")
+        print(f"the warm-up before that check: {warm_up.get('state')}, {warm_up.get('checks')} checks "
+              f"({', '.join(f'{x:.1f}' for x in warm_up.get('check_s') or [])} s) in {warm_up.get('seconds')} s")
         print(f"results.json: {'the same' if not differ else 'DIFFERENT in ' + ', '.join(differ)} as embedded "
               "(bar checked_at, timings, history path)")
         if args.run:
-            wall, where = chaos_run(args.run, folder / "store", env)
-            print(f"`./chaos run --time-limit {args.run}` on the warm checker: {wall:.1f} s from command to verdict, "
-                  f"overhead {wall - args.run:.1f} s ({where})")
+            # The first run of a session (the checker stopped: it starts as the workload begins and
+            # warms up meanwhile), then runs on the warm checker, side by side.
+            spark_server.stop(folder / "checker")
+            for name in ["a stopped checker (a session's first run)"] + ["the warm checker"] * args.run_repeat:
+                wall, where = chaos_run(args.run, folder / "store", env)
+                print(f"`./chaos run --time-limit {args.run}` on {name}: {wall:.1f} s from command to verdict, "
+                      f"overhead {wall - args.run:.1f} s ({where})")
         print(f"after: {load()}")
     finally:
         from analysis.checking.spark_server import stop
 
         stop(folder / "checker")
-        shutil.rmtree(folder, ignore_errors=True)
+        if args.keep:
+            print(f"kept: {folder}")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
