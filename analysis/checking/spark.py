@@ -170,6 +170,7 @@ def engine_failure(err: BaseException, spark: Any) -> HarnessError:
 # partitions against 7.6 s with 8 (its 5th and 6th checks, load average 6 on 2 cores; the same
 # results.json either way).
 SMALL_HISTORY_BYTES = {".parquet": 40 << 20, ".jsonl": 200 << 20}
+SMALL_OPEN_COST = 256 << 10
 
 
 def fit_partitions(spark: Any, run_dir: Path, given: int | None = None) -> None:
@@ -188,3 +189,7 @@ def fit_partitions(spark: Any, run_dir: Path, given: int | None = None) -> None:
     path, _ = find_history(run_dir)
     small = path.stat().st_size < SMALL_HISTORY_BYTES.get(path.suffix, 0)
     spark.conf.set("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2) if small else default_partitions()))
+    # A file is opened as if it cost this many bytes: Spark's 4 MB default kept a small history's
+    # file (1.5 MB at 100k events) in one split, so one task read it; at 256 KB it is split per
+    # core, between its row groups (harness/history/files.py ROW_GROUP_EVENTS).
+    spark.conf.set("spark.sql.files.openCostInBytes", str(SMALL_OPEN_COST if small else 4 << 20))
