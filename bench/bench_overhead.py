@@ -93,9 +93,9 @@ def chaos_run(seconds: int, store: Path, env: dict[str, str]) -> tuple[float, st
     if proc.returncode not in (0, 1, 3):
         sys.exit(f"./chaos run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     run = Path(proc.stdout.strip().splitlines()[-1])
-    phases = json.loads((run / "config.json").read_text()).get("seconds", {})
+    config = json.loads((run / "config.json").read_text())
+    phases, sends = config.get("seconds", {}), config.get("counts", {}).get("ok")
     check_s = json.loads((run / "results.json").read_text()).get("timings", {}).get("total_s")
-    sends = json.loads((run / "config.json").read_text()).get("counts", {}).get("ok")
     parts = ", ".join(f"{k} {v:.1f}" for k, v in phases.items()) + f", {sends} ok ops"
     noise = [line for line in proc.stderr.splitlines() if any(n in line for n in NOISE)]
     return wall, f"{parts}, check (its own) {check_s} s; {len(noise)} line(s) of Spark/JVM/log4j on the terminal"

@@ -82,3 +82,17 @@ def url(base: str, state: dict[str, Any], folder: Path, warming: bool = False) -
     # A reused session outlives this process: releasing it at exit would close it for the next.
     os.environ["SPARK_CONNECT_RELEASE_SESSION_ON_EXIT"] = "false"
     return f"{base};session_id={session_id(state, slot)}"
+
+
+def connect(state: dict[str, Any], folder: Path, warming: bool = False) -> Any:
+    """A Connect session on the local checker of `folder`: this process's slot's, kept for the
+    next check, or (every slot taken) one of its own. warming: as for take()."""
+    from pyspark.sql import SparkSession
+
+    from analysis.checking import spark_server
+
+    remote = url(spark_server.url(state), state, folder, warming)
+    spark = SparkSession.builder.remote(remote).getOrCreate()
+    if "session_id=" in remote:
+        spark.release_session_on_close = False  # the next check takes this session over
+    return spark

@@ -122,10 +122,7 @@ def checker_session(master: str | None = None, driver_memory: str | None = None,
 
     folder = spark_server.home()
     warming = (spark_server.warmup_status(folder) or {}).get("state") == "running"
-    remote = sessions.url(spark_server.url(state), state, folder, warming)
-    spark = SparkSession.builder.remote(remote).getOrCreate()
-    if "session_id=" in remote:
-        spark.release_session_on_close = False  # the next check takes this session over
+    spark = sessions.connect(state, folder, warming)
     try:  # a local server that is gone stays gone: fail in seconds, not after the 10 min of retries meant for a network
         from pyspark.sql.connect.client.retries import DefaultPolicy
 

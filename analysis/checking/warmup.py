@@ -119,31 +119,24 @@ def write_status(folder: Path, **status: Any) -> None:
 def warm(folder: Path, checks: int = CHECKS, budget_s: float = BUDGET_S) -> dict[str, Any]:
     """Check the synthetic history up to `checks` times on the server of `folder`; stop at once
     when a real check claims the server or the budget is spent. Returns (and writes) the status."""
-    from pyspark.sql import SparkSession
-
     from analysis.checking.checker import check_history
     from analysis.checking.spark import fit_partitions
     from harness.history.record import read_record
 
     began = time.time()
     state = spark_server.read_state(folder)
-    if state is None or not state.get("ready"):
-        status = {"state": "skipped", "reason": "no server ready", "checks": 0, "of": checks, "seconds": 0.0}
-        write_status(folder, **status)
-        return status
-    since = float(state.get("started") or began)  # a check that claimed it since it started comes first
-    if spark_server.claimed_since(folder, since):
-        status = {"state": "skipped", "reason": "a check claimed the checker", "checks": 0, "of": checks, "seconds": 0.0}
+    since = float((state or {}).get("started") or began)  # a check that claimed it since it started comes first
+    skip = ("no server ready" if state is None or not state.get("ready")
+            else "a check claimed the checker" if spark_server.claimed_since(folder, since) else None)
+    if skip:
+        status = {"state": "skipped", "reason": skip, "checks": 0, "of": checks, "seconds": 0.0}
         write_status(folder, **status)
         return status
     # Running from here on, so that a check that comes while the history is written waits for slot 0.
     write_status(folder, state="running", checks=0, of=checks, seconds=0.0)
     run = synthetic_run(folder / "warmup-run")
     config = read_record(run)
-    remote = sessions.url(spark_server.url(state), state, folder)  # slot 0, the one the next check takes
-    spark = SparkSession.builder.remote(remote).getOrCreate()
-    if "session_id=" in remote:
-        spark.release_session_on_close = False
+    spark = sessions.connect(state, folder)  # slot 0, the one the next check takes
     fit_partitions(spark, run)
     stopped: list[str] = []
     done = threading.Event()
