@@ -87,6 +87,19 @@ def test_broker_jvm_is_not_pid_1_and_restarts_with_its_data(cluster):
     assert code == 0 and "00000000000000000000.log" in out
 
 
+def test_every_broker_jvm_maps_its_versions_class_archive_also_after_a_restart(cluster):
+    """harness/cluster/class_archive.py: built by the bootstrap, mounted beside the jars, passed by
+    the start script; a JVM that could not use it would start without it, silently, so the test
+    reads each JVM's memory maps. The restart is the previous test's kill and start."""
+    from harness.cluster.broker_config import KAFKA_LIBS
+    from harness.cluster.node import archive_at
+
+    assert cluster.archive is not None and cluster.archive.stat().st_size > (1 << 20)
+    for broker in cluster.brokers:
+        code, out = broker.exec(f"grep -c '{archive_at(KAFKA_LIBS)}' /proc/{broker.pid()}/maps")
+        assert code == 0 and int(out.strip()) > 0, (broker.node_id, out, broker.read_log(0, "stdout.log")[0][-2000:])
+
+
 def test_teardown_removes_everything_also_after_an_exception(prepared, report_figure):
     with pytest.raises(RuntimeError, match="boom"):
         with KafkaCluster(brokers=1, controllers=1) as single:  # a separate KRaft controller too

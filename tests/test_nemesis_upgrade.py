@@ -106,22 +106,29 @@ class FakeCluster:
 
 
 def test_the_start_script_runs_the_jars_run_env_names(tmp_path):
-    """The script's own lines, run by sh: A's jars and logging without run.env, B's after use()."""
-    from harness.cluster.node import START_SCRIPT, LOG_OPTS
+    """The script's own lines, run by sh: A's jars, logging and class archive without run.env, B's
+    after use(); an archive the container does not have is not passed to the JVM."""
+    from harness.cluster.node import START_SCRIPT, LOG_OPTS, archive_at
 
-    script = START_SCRIPT.format(node_dir=".", libs=KAFKA_LIBS, log_opt=LOG_OPTS["log4j2"], faketime="", jvm_opts="", main="")
+    a_archive = tmp_path / "a.jsa"  # stands for A's archive, mounted; B's (archive_at(UPGRADE_LIBS)) is not here
+    a_archive.write_bytes(b"x")
+    script = START_SCRIPT.format(node_dir=".", libs=KAFKA_LIBS, archive=a_archive, log_opt=LOG_OPTS["log4j2"], faketime="",
+                                 jvm_opts="", main="")
     lines = script.splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("LIBS="))
-    probe = "\n".join(lines[first:first + 2]) + '\necho "$LIBS|$LOG_OPT"\n'
+    last = next(i for i, line in enumerate(lines) if line.startswith('if [ -n "$ARCHIVE" ]'))
+    probe = "\n".join(lines[first:last + 1]) + '\necho "$LIBS|$LOG_OPT|$CDS_OPT"\n'
     ask = lambda: subprocess.run(["sh", "-c", probe], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
-    assert ask() == f"{KAFKA_LIBS}|{LOG_OPTS['log4j2']}"
+    assert ask() == f"{KAFKA_LIBS}|{LOG_OPTS['log4j2']}|-XX:SharedArchiveFile={a_archive}"
     node = FakeNode(1, tmp_path)
     up = versions.Upgrade(KafkaDistribution("3.9.1", "2.13", Path("/x"), "log4j1"), B)
     assert up.version_of(node) == "3.9.1"
     up.use(node, "4.4.0")
-    assert ask() == f"{versions.UPGRADE_LIBS}|{LOG_OPTS['log4j2']}" and up.version_of(node) == "4.4.0"
+    assert ask() == f"{versions.UPGRADE_LIBS}|{LOG_OPTS['log4j2']}|" and up.version_of(node) == "4.4.0"
+    assert f"ARCHIVE='{archive_at(versions.UPGRADE_LIBS)}'" in (tmp_path / versions.RUN_ENV).read_text()
     up.use(node, "3.9.1")  # rolled back: A's jars and A's logging (log4j 1: Kafka 4.0 dropped it)
-    assert ask() == f"{KAFKA_LIBS}|{LOG_OPTS['log4j1']}" and up.version_of(node) == "3.9.1"
+    assert ask().startswith(f"{KAFKA_LIBS}|{LOG_OPTS['log4j1']}|") and up.version_of(node) == "3.9.1"
+    assert f"ARCHIVE='{archive_at(KAFKA_LIBS)}'" in (tmp_path / versions.RUN_ENV).read_text()
     with pytest.raises(ValueError):
         up.use(node, "4.2.0")
 

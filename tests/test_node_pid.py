@@ -82,7 +82,7 @@ def test_the_start_script_treats_a_zombie_jvm_as_gone(tmp_path):
 
     from harness.cluster.node import START_SCRIPT
 
-    check = next(line for line in START_SCRIPT.format(node_dir=".", libs="", log_opt="", faketime="", jvm_opts="", main="")
+    check = next(line for line in START_SCRIPT.format(node_dir=".", libs="", archive="", log_opt="", faketime="", jvm_opts="", main="")
                  .splitlines() if line.startswith("if [ -s kafka.pid ]"))
     script = f"set -eu\n{check.replace('then cat kafka.pid; exit 0; fi', 'then echo running; exit 0; fi')}\necho gone\n"
     child = subprocess.Popen(["sleep", "0.05"])  # never waited for until the end: a zombie meanwhile

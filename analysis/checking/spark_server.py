@@ -39,6 +39,9 @@ LOOPBACK = "127.0.0.1"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 WARMUP_STATUS = "warmup.json"  # written by the warm-up (analysis/checking/warmup.py)
 WARMUP_ENV = "KAFKA_CHAOS_CHECKER_WARMUP"  # 0 turns it off
+# The JVM and its warm-up run this much nicer than the harness: background work beside the brokers
+# under test (each nice-0 thread weighs as much as all of Docker's containers together on a cgroup v1 host).
+NICE_ENV, NICE = "KAFKA_CHAOS_CHECKER_NICE", 10
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -297,6 +300,7 @@ def _jvm_command(port: int, driver_memory: str) -> list[str]:
 
 def _die_with_parent() -> None:
     os.setpgrp()
+    os.nice(int(os.environ.get(NICE_ENV) or NICE))
     with contextlib.suppress(Exception):
         import ctypes
 

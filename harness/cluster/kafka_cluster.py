@@ -28,7 +28,6 @@ from typing import Any, Self
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
-from testcontainers.core.config import testcontainers_config
 from testcontainers.core.network import Network
 
 from harness.provision.bootstrap import prepare
@@ -45,9 +44,6 @@ from harness.cluster.topics import request_topic
 from harness.provision.owner import run_labels, write_owner
 
 log = logging.getLogger(__name__)
-
-# Ryuk (testcontainers' reaper) is an image we cannot pull; `cleanup` does its job.
-testcontainers_config.ryuk_disabled = True
 
 
 def new_run_id() -> str:
@@ -104,6 +100,7 @@ class KafkaCluster(AgreedMetadata):
         self._admin: AdminClient | None = None
         self.lossy_data, self.lossy_writeback_s = lossy_data, lossy_writeback_s  # see nemesis/power.py
         self.disks: dict[int, LossyMount] = {}  # node id -> the lossy mount that is its data directory
+        self.archive: Path | None = None  # the version's class archive, mounted by every node (harness/cluster/class_archive.py)
         self.upgrade_to, self.upgrade = upgrade_to, None  # a rolling upgrade's second version (harness/cluster/versions.py)
         self.dynamic_quorum, self.directory_ids = dynamic_quorum, {}  # KIP-853 (harness/cluster/quorum.py): node id -> metadata dir id
 
@@ -132,7 +129,8 @@ class KafkaCluster(AgreedMetadata):
         self.metadata = self._metadata_mode(self.distribution)
         if self.dynamic_quorum:  # before any container: exit 2 with the fix
             quorum.refuse_dynamic(self.distribution.version, self.controller_count)
-        self.upgrade = versions.for_cluster(self.distribution, self.upgrade_to)  # B's jars mounted beside A's
+        self.upgrade = versions.for_cluster(self.distribution, self.upgrade_to, prepared.image)  # B's jars mounted beside A's
+        self.archive = prepared.archive  # the version's class archive: its JVMs start sooner
         self.timings["prepare_s"] = time.monotonic() - began
         try:
             self._create_nodes(prepared.image)
@@ -189,7 +187,7 @@ class KafkaCluster(AgreedMetadata):
             container = (
                 KafkaNodeContainer(image)
                 .with_node(spec, self.run_id)
-                .with_kafka_libs(self.distribution.libs)
+                .with_kafka_libs(self.distribution.libs, archive=self.archive)
                 .with_node_dir(node_dir)
                 .with_network(self.network)
             )

@@ -33,9 +33,9 @@ def run_tool(node: "Node", main: str, args: str, timeout_s: int = 90, libs: str 
     """Run one of Kafka's command-line tools (a JVM: 2-6 s on the 2-core machine) inside `node`'s
     container, from the jars at `libs` (a rolling upgrade's new version: harness/cluster/versions.py);
     return its exit code and output."""
-    from harness.cluster.node import JDK17_OPENS
+    from harness.cluster.node import JDK17_OPENS, share_opt
 
-    return node.exec(f"timeout {timeout_s} java -Xmx192m {JDK17_OPENS} -cp '{libs}/*' {main} {args} 2>&1")
+    return node.exec(f"timeout {timeout_s} java -Xmx192m {share_opt(libs)} {JDK17_OPENS} -cp '{libs}/*' {main} {args} 2>&1")
 
 
 def tool_node(cluster: "KafkaCluster", via: "Node | None" = None) -> "Node":

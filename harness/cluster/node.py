@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import docker.errors
+from testcontainers.core.config import testcontainers_config
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
 
@@ -28,6 +29,10 @@ from harness.cluster.broker_config import (DATA_DIR, EXTERNAL_PORT, KAFKA_LIBS, 
                                           log4j2_properties, server_properties, zookeeper_properties)
 from harness.errors import ClusterError
 from harness.provision.owner import run_labels
+
+# Ryuk (testcontainers' reaper) is an image we cannot pull; `cleanup` does its job. Here, where
+# every node container is made: the class archive's build makes one before any cluster exists.
+testcontainers_config.ryuk_disabled = True
 
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 DEFAULT_HEAP = "-Xms256m -Xmx1g"
@@ -41,15 +46,18 @@ cd {node_dir}
 # yet, and a roll's restart 1 s after its kill then started nothing (2026-11-26, run 20261126T015316-c1f2f4:
 # broker 3 down for 93 s, until the heal).
 if [ -s kafka.pid ] && state=$(ps -o stat= -p "$(cat kafka.pid)" 2>/dev/null) && [ "${{state#Z}}" = "$state" ]; then cat kafka.pid; exit 0; fi
-# The jars and their logging option; a rolling upgrade names others in run.env (harness/cluster/versions.py).
-LIBS='{libs}' LOG_OPT='{log_opt}'
+# The jars, their logging option and their class archive (harness/cluster/class_archive.py); a
+# rolling upgrade names others in run.env (harness/cluster/versions.py), the archive's build a DUMP_OPT.
+LIBS='{libs}' LOG_OPT='{log_opt}' ARCHIVE='{archive}' DUMP_OPT=''
 if [ -s run.env ]; then . ./run.env; fi
+CDS_OPT=''
+if [ -n "$ARCHIVE" ] && [ -s "$ARCHIVE" ]; then CDS_OPT="-XX:SharedArchiveFile=$ARCHIVE"; fi
 if [ "${{1:-}}" = "--format" ]; then
-  java -cp "$LIBS/*" $LOG_OPT kafka.tools.StorageTool format --ignore-formatted -t "$2" -c conf/server.properties > format.log 2>&1 || {{ cat format.log; exit 3; }}
+  java $CDS_OPT -cp "$LIBS/*" $LOG_OPT kafka.tools.StorageTool format --ignore-formatted -t "$2" -c conf/server.properties > format.log 2>&1 || {{ cat format.log; exit 3; }}
 fi
 echo "--- start $(date -u +%FT%TZ) jars $LIBS" >> stdout.log
 LD_PRELOAD={faketime} FAKETIME_TIMESTAMP_FILE={node_dir}/clock/offset FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0 FAKETIME_CACHE_DURATION=1 \\
-  nohup java {jvm_opts} $LOG_OPT -cp "$LIBS/*" {main} >> stdout.log 2>&1 < /dev/null &
+  nohup java {jvm_opts} $CDS_OPT $DUMP_OPT $LOG_OPT -cp "$LIBS/*" {main} >> stdout.log 2>&1 < /dev/null &
 echo $! > kafka.pid
 cat kafka.pid
 """
@@ -60,13 +68,26 @@ cat kafka.pid
 JDK17_OPENS = "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED --add-exports=java.base/sun.nio.ch=ALL-UNNAMED --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/java.lang=ALL-UNNAMED"
 
 KAFKA_MAIN = "kafka.Kafka conf/server.properties"
+
+
+def archive_at(libs_at: str) -> str:
+    """Where a node container mounts the class archive of the jars it mounts at `libs_at`:
+    /opt/kafka/libs -> /opt/kafka/libs.jsa, the upgrade's /opt/kafka/libs-upgrade -> libs-upgrade.jsa."""
+    return libs_at.rstrip("/") + ".jsa"
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain conf/zookeeper.properties"
+
+
+def share_opt(libs_at: str) -> str:
+    """A shell word for a command run in a node container: the class archive of the jars at
+    `libs_at` when the container mounts one, else nothing (a Kafka tool started inside a node)."""
+    archive = archive_at(libs_at)
+    return f"$([ -s {archive} ] && echo -XX:SharedArchiveFile={archive})"
 
 
 def start_script(log_opt: str, main: str = KAFKA_MAIN, heap: str = DEFAULT_HEAP) -> str:
     """The node's start script; `main` is the JVM's main class and arguments (Kafka or ZooKeeper)."""
     jvm_opts = f"{heap} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true -Dkafka.logs.dir={NODE_DIR} {JDK17_OPENS}"
-    return START_SCRIPT.format(node_dir=NODE_DIR, libs=KAFKA_LIBS, log_opt=log_opt, faketime=FAKETIME_LIB, jvm_opts=jvm_opts, main=main)
+    return START_SCRIPT.format(node_dir=NODE_DIR, libs=KAFKA_LIBS, archive=archive_at(KAFKA_LIBS), log_opt=log_opt, faketime=FAKETIME_LIB, jvm_opts=jvm_opts, main=main)
 
 
 # The JVM option that reads each kind of logging config (a node's conf/, written by write_logging).
@@ -102,9 +123,13 @@ class KafkaNodeContainer(DockerContainer):
             self.ports[f"{EXTERNAL_PORT}/tcp"] = ("127.0.0.1",)  # loopback only, random host port
         return self
 
-    def with_kafka_libs(self, libs: Path, at: str = KAFKA_LIBS) -> "KafkaNodeContainer":
-        """Mount a version's jars read-only (a rolling upgrade's second version goes beside the first)."""
-        return self.with_volume_mapping(str(libs), at, "ro")
+    def with_kafka_libs(self, libs: Path, at: str = KAFKA_LIBS, archive: Path | None = None) -> "KafkaNodeContainer":
+        """Mount a version's jars read-only (a rolling upgrade's second version goes beside the first),
+        and their class archive beside them when one was built (harness/cluster/class_archive.py)."""
+        self.with_volume_mapping(str(libs), at, "ro")
+        if archive is not None:
+            self.with_volume_mapping(str(archive), archive_at(at), "ro")
+        return self
 
     def with_node_dir(self, node_dir: Path) -> "KafkaNodeContainer":
         return self.with_volume_mapping(str(node_dir), NODE_DIR, "rw")

@@ -117,6 +117,7 @@ def format_dynamic(cluster: Any) -> list["Node"]:
     """Format each dedicated controller's storage with the initial voter set (kraft.version 1), each
     under a new metadata directory id (kept in `cluster.directory_ids`); the controllers formatted.
     Brokers are formatted by their start script as always (a broker needs no voter set)."""
+    from harness.cluster.node import share_opt
     from harness.errors import ClusterError
 
     controllers = [n for n in cluster.controllers if not n.spec.is_broker]
@@ -126,7 +127,7 @@ def format_dynamic(cluster: Any) -> list["Node"]:
 
     def one(node: "Node") -> tuple["Node", int, str]:
         # start.sh's own format line (harness/cluster/node.py), with the voters it cannot be given
-        code, out = node.exec(f"cd {NODE_DIR} && timeout 120 java -cp '{KAFKA_LIBS}/*' {STORAGE_TOOL} format --ignore-formatted "
+        code, out = node.exec(f"cd {NODE_DIR} && timeout 120 java {share_opt(KAFKA_LIBS)} -cp '{KAFKA_LIBS}/*' {STORAGE_TOOL} format --ignore-formatted "
                               f"-t {cluster_id} -c conf/server.properties --initial-controllers {voters} > format.log 2>&1 "
                               "|| { cat format.log; exit 3; }")
         return node, code, out

@@ -13,6 +13,7 @@ Finalizing the upgrade (Kafka's feature levels) is harness/cluster/features.py.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.cluster.broker_config import KAFKA_LIBS
@@ -63,12 +64,13 @@ class Upgrade:
     source: KafkaDistribution
     target: KafkaDistribution
     features: dict[str, Any] = field(default_factory=dict)
+    target_archive: Path | None = None  # B's class archive (harness/cluster/class_archive.py), mounted beside its jars
 
     def libs(self, version: str) -> str:
         return UPGRADE_LIBS if version == self.target.version else KAFKA_LIBS
 
     def mount(self, container: "KafkaNodeContainer") -> None:
-        container.with_kafka_libs(self.target.libs, at=UPGRADE_LIBS)
+        container.with_kafka_libs(self.target.libs, at=UPGRADE_LIBS, archive=self.target_archive)
 
     def prepare(self, conf: Any) -> None:
         """Write B's logging config beside A's in a node's conf folder (the same file when they log alike)."""
@@ -78,13 +80,14 @@ class Upgrade:
 
     def use(self, node: "Node", version: str) -> None:
         """The node's next start runs `version` (A or B); the running JVM is not touched."""
-        from harness.cluster.node import LOG_OPTS
+        from harness.cluster.node import LOG_OPTS, archive_at
 
         dist = self.target if version == self.target.version else self.source
         if dist.version != version:
             raise ValueError(f"version {version} is neither {self.source.version} nor {self.target.version}")
         assert node.transport is not None
-        node.transport.write_file(RUN_ENV, f"LIBS='{self.libs(version)}' LOG_OPT='{LOG_OPTS[dist.logging]}'\n")
+        libs = self.libs(version)  # and its class archive, where one is mounted (harness/cluster/class_archive.py)
+        node.transport.write_file(RUN_ENV, f"LIBS='{libs}' LOG_OPT='{LOG_OPTS[dist.logging]}' ARCHIVE='{archive_at(libs)}'\n")
 
     def version_of(self, node: "Node") -> str:
         """The version the node's next start runs (and its running JVM, unless `use` was called since it started)."""
@@ -98,7 +101,12 @@ class Upgrade:
                 "nodes": {str(n.node_id): self.version_of(n) for n in nodes}, "features": self.features}
 
 
-def for_cluster(source: KafkaDistribution, target: str | None) -> Upgrade | None:
-    """The Upgrade of a cluster started on `source` with `upgrade_to=target`, its jars resolved; None without one."""
+def for_cluster(source: KafkaDistribution, target: str | None, image: str | None = None) -> Upgrade | None:
+    """The Upgrade of a cluster started on `source` with `upgrade_to=target`, its jars resolved (and,
+    given the cluster's image, their class archive: harness/cluster/class_archive.py); None without one."""
+    from harness.cluster.class_archive import ensure
+
     resolved = resolve_target(source.version, target)
-    return Upgrade(source, resolved) if resolved is not None else None
+    if resolved is None:
+        return None
+    return Upgrade(source, resolved, target_archive=ensure(resolved, image) if image is not None else None)
