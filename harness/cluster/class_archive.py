@@ -112,7 +112,7 @@ def build(dist: KafkaDistribution, image: str, path: Path) -> None:
     from harness.cluster.node import KafkaNodeContainer, Node
 
     spec = NodeSpec(1, "kafka-1", ("broker", "controller"))
-    with tempfile.TemporaryDirectory(prefix="build-", dir=path.parent) as scratch:
+    with tempfile.TemporaryDirectory(prefix="build-", dir=path.parent, ignore_cleanup_errors=True) as scratch:
         node_dir = Path(scratch) / "node"
         (node_dir / "conf").mkdir(parents=True)
         (node_dir / "clock").mkdir()
