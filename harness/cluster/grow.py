@@ -77,7 +77,8 @@ def add_broker(cluster: "KafkaCluster", node_id: int) -> Node:
     (node_dir / "conf").mkdir(parents=True, exist_ok=True)
     (node_dir / "clock").mkdir(exist_ok=True)
     image = cluster.brokers[0].container.image  # the image the cluster was made with
-    container = (KafkaNodeContainer(image).with_node(spec, cluster.run_id).with_kafka_libs(cluster.distribution.libs, archive=getattr(cluster, "archive", None))
+    container = (KafkaNodeContainer(image).with_node(spec, cluster.run_id)
+                 .with_kafka_libs(cluster.distribution.libs, archive=cluster.archive)  # the cluster's class archive
                  .with_node_dir(node_dir).with_network(cluster.network))
     if cluster.upgrade is not None:
         cluster.upgrade.mount(container)

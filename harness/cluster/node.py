@@ -68,13 +68,13 @@ cat kafka.pid
 JDK17_OPENS = "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED --add-exports=java.base/sun.nio.ch=ALL-UNNAMED --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/java.lang=ALL-UNNAMED"
 
 KAFKA_MAIN = "kafka.Kafka conf/server.properties"
+ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain conf/zookeeper.properties"
 
 
 def archive_at(libs_at: str) -> str:
     """Where a node container mounts the class archive of the jars it mounts at `libs_at`:
     /opt/kafka/libs -> /opt/kafka/libs.jsa, the upgrade's /opt/kafka/libs-upgrade -> libs-upgrade.jsa."""
     return libs_at.rstrip("/") + ".jsa"
-ZOOKEEPER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain conf/zookeeper.properties"
 
 
 def share_opt(libs_at: str) -> str:

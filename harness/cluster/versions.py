@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.cluster import class_archive
 from harness.cluster.broker_config import KAFKA_LIBS
 from harness.errors import HarnessError, KafkaVersionError
 from harness.provision.kafka_jars import KafkaDistribution, ensure_kafka_jars, kraft_supported, parse_version
@@ -104,9 +105,7 @@ class Upgrade:
 def for_cluster(source: KafkaDistribution, target: str | None, image: str | None = None) -> Upgrade | None:
     """The Upgrade of a cluster started on `source` with `upgrade_to=target`, its jars resolved (and,
     given the cluster's image, their class archive: harness/cluster/class_archive.py); None without one."""
-    from harness.cluster.class_archive import ensure
-
     resolved = resolve_target(source.version, target)
     if resolved is None:
         return None
-    return Upgrade(source, resolved, target_archive=ensure(resolved, image) if image is not None else None)
+    return Upgrade(source, resolved, target_archive=class_archive.ensure(resolved, image) if image is not None else None)
