@@ -284,6 +284,30 @@ def test_struct_parquet_with_a_bad_record_is_named(spark, tmp_path, bad):
         load_history(spark, _struct_parquet(tmp_path, events))
 
 
+
+@pytest.mark.slow
+def test_a_struct_parquet_scan_of_sends_reads_no_records_and_json_text_is_parsed_once(spark, tmp_path):
+    """A typed value without every field of the loader's (the bench's layout) is rebuilt field by
+    field; wrapped in a CASE on `f`, every scan read every field, each poll's records included.
+    A Parquet history whose value is JSON text (the recorder's) is parsed once and kept."""
+    from pyspark.sql import functions as F
+
+    from analysis.checking.history_load import load_history
+    from harness.history.files import write_parquet
+
+    events = aborted_txn_read().events
+    history = load_history(spark, _struct_parquet(tmp_path / "pq", events))
+    sends = history.events.filter(F.col("f") == "send").select("value.key", "value.value")
+    plan = sends._jdf.queryExecution().executedPlan().toString()
+    schema = next(line for line in plan.splitlines() if "ReadSchema" in line)
+    assert "value:struct<key:bigint,value:bigint>" in schema and "records" not in schema, schema
+    assert history.cached is None  # typed: nothing to parse, nothing kept
+    run = write_run(tmp_path / "text", events)
+    write_parquet(run / "history.jsonl", run / "history.parquet")
+    text = load_history(spark, run)
+    assert text.format == "parquet" and text.cached is not None
+    text.release()
+
 OOOSE = ("[{when}] ERROR [ReplicaManager broker=2] Error processing append operation on partition queue-{p}\n"
          "org.apache.kafka.common.errors.OutOfOrderSequenceException: Out of order sequence number for producer 1000 "
          "at offset 557 in partition queue-{p}: 286 (incoming seq. number), 284 (current end sequence number)\n")
