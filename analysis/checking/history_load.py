@@ -63,15 +63,16 @@ RAW_JSONL = T.StructType(
 VALUE_FS = ("send", "poll", "txn", "assign", "subscribe", "producer")
 
 
-# A value field that should hold an int (or null) but holds a string, a bool, an object, an
-# array or a non-integral number. from_json nulls such a field instead of failing, and a null
-# offset is legal, so without this rule `"offset": "7"` would pass Spark and fail the plain
-# validator. One regex over the value's text; applied to client events only.
 # A Parquet history whose `value` is JSON text (harness/history/files.py writes it so) is parsed
 # once and kept, as JSONL is: unkept, every scan of it parsed every value again. A 30 s run's
 # 88,787 events, checked in one JVM alternating (2026-12-02, embedded, idle 2-core machine):
 # warm checks 10.9, 12.8, 10.9, 9.1 s kept against 12.4, 12.9, 14.8, 11.3 s unkept.
 PERSIST_TEXT = True  # bench/ A/B scripts may turn it off
+
+# A value field that should hold an int (or null) but holds a string, a bool, an object, an
+# array or a non-integral number. from_json nulls such a field instead of failing, and a null
+# offset is legal, so without this rule `"offset": "7"` would pass Spark and fail the plain
+# validator. One regex over the value's text; applied to client events only.
 TYPE_RULE = True  # bench/bench_history_rules.py turns it off to measure what it costs
 
 
@@ -329,7 +330,8 @@ def load_history(spark: SparkSession, run_dir: Path | str, prefer: str | None = 
     events = events.withColumn("_problem", _problem_column(events, "_corrupt" in events.columns, text)).drop("_value_text")
     cached = None
     if fmt == "jsonl" or (PERSIST_TEXT and isinstance(raw.schema["value"].dataType, T.StringType)):
-        # Parsing JSON text dominates a JSONL check: parse once, reuse for every anomaly.
+        # Parsing JSON text dominates a check of it (JSONL, or Parquet holding the text): parse once,
+        # reuse for every anomaly.
         events = cached = events.persist(StorageLevel.MEMORY_AND_DISK)
     # One pass validates and counts ops per (f, type): a handful of groups, summed here.
     groups = events.groupBy("f", "type").agg(

@@ -284,7 +284,6 @@ def test_struct_parquet_with_a_bad_record_is_named(spark, tmp_path, bad):
         load_history(spark, _struct_parquet(tmp_path, events))
 
 
-
 @pytest.mark.slow
 def test_a_struct_parquet_scan_of_sends_reads_no_records_and_json_text_is_parsed_once(spark, tmp_path):
     """A typed value without every field of the loader's (the bench's layout) is rebuilt field by
@@ -307,6 +306,7 @@ def test_a_struct_parquet_scan_of_sends_reads_no_records_and_json_text_is_parsed
     text = load_history(spark, run)
     assert text.format == "parquet" and text.cached is not None
     text.release()
+
 
 OOOSE = ("[{when}] ERROR [ReplicaManager broker=2] Error processing append operation on partition queue-{p}\n"
          "org.apache.kafka.common.errors.OutOfOrderSequenceException: Out of order sequence number for producer 1000 "
