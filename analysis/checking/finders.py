@@ -9,7 +9,7 @@ from typing import Mapping
 # The finder modules: importing them makes their claims.
 from analysis.checking import anomalies, cycles, eos_anomalies, read_order, txn_anomalies  # noqa: F401
 from analysis.checking.claims import CLAIMS, ClaimError, Finder
-from analysis.rules.registry import REGISTRY, Anomaly
+from analysis.rules.registry import BY_NAME, REGISTRY, Anomaly
 
 MODULES = (anomalies, read_order, txn_anomalies, cycles, eos_anomalies)
 
@@ -23,3 +23,18 @@ def _complete() -> Mapping[Anomaly, Finder]:
 
 
 FINDERS: Mapping[Anomaly, Finder] = _complete()
+
+
+class Findings(dict):
+    """Each anomaly's finding frame, built on first use. A finder's frame is lazy, but building it
+    is not free on a classic session (every step is analysed as it is written): a history without
+    txns never counts the ten txns-only anomalies, and building them took 0.9 s of a 60k-event
+    check (2026-12-02, 87,243 events, embedded, warm)."""
+
+    def __init__(self, d: object, pairs: object) -> None:
+        super().__init__()
+        self._d, self._pairs = d, pairs
+
+    def __missing__(self, name: str):
+        frame = self[name] = FINDERS[BY_NAME[name]](self._d, self._pairs)
+        return frame
