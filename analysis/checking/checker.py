@@ -25,8 +25,7 @@ from analysis.checking import anomalies as A
 from analysis.checking import read_order
 from analysis.checking.examples import gather_examples
 from analysis.checking.finders import FINDERS, Findings
-from analysis.checking.history_load import History, history_file, load_history
-from analysis.checking.sizing import estimated_events, sized
+from analysis.checking.history_load import History, load_history
 from analysis.explain.replica_evidence import NAME as REPLICA_DIVERGENCE, divergence_permitted, read_replica_divergence, truncation_refusals
 from analysis.rules.permissions import REBALANCE_KINDS, allowed as permitted, effective_profile, model_permitted, rebalance_permitted
 from analysis.explain.explanations import clock as wall_clock
@@ -291,18 +290,6 @@ def check_history(spark: SparkSession, run_dir: Path, config: RecordLike, prefer
     config.json's content, or None (the safe profile, the drain's status unknown)."""
     record = as_record(config)
     began, timings = time.perf_counter(), {}
-    with sized(spark, estimated_events(*history_file(run_dir, prefer))):
-        history, counted, examples, dup_sends, lag, unavailable = _steps(spark, run_dir, record, prefer, timings)
-    judged = judge(run_dir, record, history, counted, dup_sends)
-    _client_evidence(examples, dup_sends)
-    timings["total_s"] = round(time.perf_counter() - began, 3)
-    results = results_of(record, history, counted, examples, lag, judged, timings)
-    results["unavailability"] = unavailable
-    return results
-
-
-def _steps(spark: SparkSession, run_dir: Path, record: RunRecord, prefer: str | None, timings: dict[str, float]) -> tuple:
-    """check_history's Spark steps, in order, each timed; nothing is left persisted after them."""
     with _timed(timings, "load_s"):
         history = load_history(spark, run_dir, prefer=prefer)
     d = pairs = None
@@ -324,7 +311,12 @@ def _steps(spark: SparkSession, run_dir: Path, record: RunRecord, prefer: str | 
         if d is not None:
             d.unpersist()
         history.release()
-    return history, counted, examples, dup_sends, lag, unavailable
+    judged = judge(run_dir, record, history, counted, dup_sends)
+    _client_evidence(examples, dup_sends)
+    timings["total_s"] = round(time.perf_counter() - began, 3)
+    results = results_of(record, history, counted, examples, lag, judged, timings)
+    results["unavailability"] = unavailable
+    return results
 
 
 class ResultsNotWritten(HarnessError):

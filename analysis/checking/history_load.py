@@ -296,18 +296,12 @@ def find_history(run_dir: Path) -> tuple[Path, str]:
     raise HistoryError(f"{run_dir}: no history.jsonl or history.parquet; is this a run directory?")
 
 
-def history_file(run_dir: Path | str, prefer: str | None = None) -> tuple[Path, str]:
-    """The history file a check reads, and its format: find_history's, or `prefer`'s when it exists."""
-    path, fmt = find_history(Path(run_dir))
-    if prefer and (Path(run_dir) / f"history.{prefer}").is_file():
-        path, fmt = Path(run_dir) / f"history.{prefer}", prefer
-    return path, fmt
-
-
 def load_history(spark: SparkSession, run_dir: Path | str, prefer: str | None = None) -> History:
     """Load and validate a run's history. `prefer` ("jsonl"/"parquet") overrides the default
     choice when both files exist."""
-    path, fmt = history_file(run_dir, prefer)
+    path, fmt = find_history(Path(run_dir))
+    if prefer and (Path(run_dir) / f"history.{prefer}").is_file():
+        path, fmt = Path(run_dir) / f"history.{prefer}", prefer
     if not os.access(path, os.R_OK):
         raise HistoryError(f"{path}: not readable; check its permissions")
     truncated = False

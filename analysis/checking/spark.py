@@ -165,14 +165,20 @@ def engine_failure(err: BaseException, spark: Any) -> HarnessError:
 # Under about a million events (a 60 s default run has ~120k). One shuffle partition per core for
 # those, not 4: a warm local checker checked the 61,018 events of a 30 s run in 6.3 s with 2
 # partitions against 7.6 s with 8 (its 5th and 6th checks, load average 6 on 2 cores; the same
-# results.json either way).
+# results.json either way). And without adaptive execution, which runs each shuffle's stages one
+# after the other to re-plan between them, with nothing to win on a small history: the local
+# checker's warm checks of a 30 s run's 87,243 events took 4.61 against 5.45 s with it (medians of
+# 6 pairs alternating, faster in each, the same results.json); embedded, 7.50 against 8.58 s
+# (medians of 4), and for bench_checker's 1M events 9.52 against 10.01 s (2026-12-02, idle 2-core
+# machine, bench/results/small-plan-2026-12-02.txt). At 10M both lose: 51.4 s against 42.6 s.
 SMALL_HISTORY_BYTES = {".parquet": 40 << 20, ".jsonl": 200 << 20}
 SMALL_OPEN_COST = 256 << 10
 
 
 def fit_partitions(spark: Any, run_dir: Path, given: int | None = None) -> None:
-    """Shuffle partitions for this history on a local Spark (embedded or the local checker): fewer
-    for a small one, the default otherwise (a reused session keeps what the last check set).
+    """Shuffle partitions and adaptive execution for this history on a local Spark (embedded or the
+    local checker): fewer partitions and no adaptive execution for a small one, the defaults
+    otherwise (a reused session keeps what the last check set).
     Nothing when the user gave --shuffle-partitions or the Spark is a cluster's."""
     if given:
         return
@@ -190,3 +196,4 @@ def fit_partitions(spark: Any, run_dir: Path, given: int | None = None) -> None:
     # file (1.5 MB at 100k events) in one split, so one task read it; at 256 KB it is split per
     # core, between its row groups (harness/history/files.py ROW_GROUP_EVENTS).
     spark.conf.set("spark.sql.files.openCostInBytes", str(SMALL_OPEN_COST if small else 4 << 20))
+    spark.conf.set("spark.sql.adaptive.enabled", "false" if small else SERVER_CONF["spark.sql.adaptive.enabled"])
