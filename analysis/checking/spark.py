@@ -170,7 +170,8 @@ def engine_failure(err: BaseException, spark: Any) -> HarnessError:
 # checker's warm checks of a 30 s run's 87,243 events took 4.61 against 5.45 s with it (medians of
 # 6 pairs alternating, faster in each, the same results.json); embedded, 7.50 against 8.58 s
 # (medians of 4), and for bench_checker's 1M events 9.52 against 10.01 s (2026-12-02, idle 2-core
-# machine, bench/results/small-plan-2026-12-02.txt). At 10M both lose: 51.4 s against 42.6 s.
+# machine, bench/results/small-plan-2026-12-02.txt). At 10M events (204 MB, over the line) the
+# small plan would lose: 51.4 s against 42.6 s with the defaults.
 SMALL_HISTORY_BYTES = {".parquet": 40 << 20, ".jsonl": 200 << 20}
 SMALL_OPEN_COST = 256 << 10
 
